@@ -1,0 +1,114 @@
+"""The check catalogue: every check module, listed once, here.
+
+Add a check by writing its module (a ``CHECK`` declaration plus hooks) and naming it in ``MODULES``.
+Codes are stable and never reused: V values, L labels, S structure (files, chunks, lists), I images,
+R records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any
+
+from ..errors import UnknownCheck
+from . import (
+    constant_feature,
+    corrupt_chunk,
+    empty_dataset,
+    float16_overflow,
+    inf_value,
+    label_batch_absence,
+    label_invalid,
+    label_length_mismatch,
+    label_missing_class,
+    label_sorted_storage,
+    list_syntax,
+    missing_file,
+    missing_filter,
+    nan_value,
+    unreadable_file,
+)
+from .base import Check
+
+MODULES: tuple[ModuleType, ...] = (
+    nan_value,
+    inf_value,
+    float16_overflow,
+    constant_feature,
+    label_length_mismatch,
+    label_invalid,
+    label_missing_class,
+    label_batch_absence,
+    label_sorted_storage,
+    unreadable_file,
+    corrupt_chunk,
+    missing_filter,
+    missing_file,
+    list_syntax,
+    empty_dataset,
+)
+
+CHECKS: tuple[Check, ...] = tuple(m.CHECK for m in MODULES)
+BY_CODE: dict[str, Check] = {c.code: c for c in CHECKS}
+BY_NAME: dict[str, Check] = {c.name: c for c in CHECKS}
+
+Hook = Callable[..., None]
+
+
+def get_check(code_or_name: str) -> Check:
+    """A check by its code (``V001``, any case) or slug (``nan-value``)."""
+    key = code_or_name.strip()
+    check = BY_CODE.get(key.upper()) or BY_NAME.get(key.lower())
+    if check is None:
+        raise UnknownCheck(code_or_name)
+    return check
+
+
+def _expand(selectors: Iterable[str]) -> set[str]:
+    codes: set[str] = set()
+    for sel in selectors:
+        key = sel.strip()
+        if key.lower() in BY_NAME:
+            codes.add(BY_NAME[key.lower()].code)
+            continue
+        matched = {code for code in BY_CODE if code.startswith(key.upper())}
+        if not key or not matched:
+            raise UnknownCheck(sel)
+        codes |= matched
+    return codes
+
+
+def enabled_codes(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> frozenset[str]:
+    """Codes left on by ``select`` (codes, prefixes or slugs; empty means all) minus ``ignore``."""
+    chosen = _expand(select) if tuple(select) else set(BY_CODE)
+    return frozenset(chosen - _expand(ignore))
+
+
+def hooks(kind: str, enabled: frozenset[str]) -> list[Hook]:
+    """The ``on_<kind>`` hooks of the enabled checks, in catalogue order."""
+    name = f"on_{kind}"
+    return [getattr(m, name) for m in MODULES if m.CHECK.code in enabled and hasattr(m, name)]
+
+
+def finalizers(enabled: frozenset[str]) -> list[Hook]:
+    return [m.finalize for m in MODULES if m.CHECK.code in enabled and hasattr(m, "finalize")]
+
+
+def catalogue() -> list[dict[str, Any]]:
+    """Every check as plain data (for `dscan checks --format json`, the docs and the status page)."""
+    return [
+        {
+            "code": c.code,
+            "name": c.name,
+            "severity": c.severity.value,
+            "summary": c.summary,
+            "why": c.why,
+            "fix": c.fix,
+            "options": list(c.options),
+        }
+        for c in CHECKS
+    ]
+
+
+__all__ = ["BY_CODE", "BY_NAME", "CHECKS", "MODULES", "Check", "enabled_codes", "finalizers", "get_check", "hooks"]

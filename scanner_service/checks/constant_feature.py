@@ -1,0 +1,56 @@
+"""V004 constant-feature: a feature or channel with the same value in every sample."""
+
+from __future__ import annotations
+
+from ..context import ScanContext
+from ..location import Location
+from ..severity import Severity
+from .base import Check
+
+CHECK = Check(
+    code="V004",
+    name="constant-feature",
+    severity=Severity.WARNING,
+    summary=(
+        "Finds features (columns of N×F data, channels of N×C×… data, or a whole 1-D dataset) whose "
+        "value never changes across samples."
+    ),
+    why=(
+        "Standardisation divides by the standard deviation: for a constant feature that is 0/0 = NaN "
+        "(or x/0 = Inf), in every sample at once. Scalers that guard against it silently pass the raw "
+        "value instead; either way the feature carries no information."
+    ),
+    fix=(
+        "Drop the feature, or make the normaliser use max(std, eps). A constant channel of images often "
+        "means an export bug (a channel written as zeros) worth fixing at the source."
+    ),
+    message="{count} constant feature{s}",
+)
+
+
+def finalize(ctx: ScanContext) -> None:
+    if not ctx.wants(CHECK.code):
+        return
+    for stats in ctx.partial.stats.values():
+        if len(stats.shape) == 0 or (stats.shape[0] if stats.shape else 0) < 2:
+            continue
+        constant = [
+            c for c in range(len(stats.count)) if stats.count[c] > 1 and stats.min[c] == stats.max[c]
+        ]
+        cap = ctx.partial.cap
+        if not constant:
+            continue
+        axis = "column" if len(stats.shape) == 2 else "channel"
+        locs = [
+            Location(
+                path=stats.path,
+                dataset=stats.dataset,
+                detail=(
+                    f"{axis} {c} is always {stats.min[c]:.6g}"
+                    if stats.channel_axis is not None
+                    else f"every value is {stats.min[c]:.6g}"
+                ),
+            )
+            for c in constant[:cap]
+        ]
+        ctx.emit_many(CHECK.code, len(constant), len(constant), locs)

@@ -1,0 +1,48 @@
+"""V003 float16-overflow: finite values beyond float16's range in wider float data."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import FLOAT16_MAX
+from ..context import ScanContext
+from ..items import NumericBlock
+from ..severity import Severity
+from ..statistics import BlockSummary, rows_where
+from .base import Check
+
+CHECK = Check(
+    code="V003",
+    name="float16-overflow",
+    severity=Severity.WARNING,
+    summary="Finds finite float32/float64 values whose magnitude exceeds 65504, the largest float16.",
+    why=(
+        "Mixed-precision training (AMP, `.half()`, fp16 inference) casts inputs to float16, where "
+        "anything beyond ±65504 becomes ±Inf, and Inf becomes NaN at the first normalisation. The data "
+        "looks fine in float32 and the run dies only when fp16 is switched on."
+    ),
+    fix=(
+        "Rescale or clip the feature before training (standardise it, take a log of heavy-tailed "
+        "values), or keep the input cast in float32/bfloat16, whose range is that of float32."
+    ),
+    message="values beyond ±65504 in {count} sample{s} ({values} values)",
+)
+
+
+def on_numeric(block: NumericBlock, summary: BlockSummary, ctx: ScanContext) -> None:
+    if block.data.dtype.kind != "f" or block.data.dtype.itemsize <= 2 or not ctx.wants(CHECK.code):
+        return
+    if -FLOAT16_MAX <= summary.finite_min and summary.finite_max <= FLOAT16_MAX:
+        return
+    with np.errstate(invalid="ignore"):
+        mask = np.isfinite(summary.values) & (np.abs(summary.values) > FLOAT16_MAX)
+    rows = rows_where(mask)
+    flat = mask.reshape(mask.shape[0], -1) if mask.ndim > 1 else mask.reshape(-1, 1)
+    vals = np.abs(summary.values.reshape(flat.shape))
+    locs = [
+        block.locate(int(r)).model_copy(
+            update={"chunk": block.chunk, "detail": f"max |value| {float(vals[r][flat[r]].max()):.6g}"}
+        )
+        for r in rows[: ctx.partial.cap]
+    ]
+    ctx.emit_many(CHECK.code, int(rows.size), int(mask.sum()), locs)

@@ -1,0 +1,60 @@
+"""L004 label-batch-absence: classes so rare that many batches hold none of them."""
+
+from __future__ import annotations
+
+from ..context import ScanContext
+from ..labels import absent_probability, is_classification, smallest_batch
+from ..location import Location
+from ..severity import Severity
+from .base import Check
+
+CHECK = Check(
+    code="L004",
+    name="label-batch-absence",
+    severity=Severity.WARNING,
+    summary=(
+        "Finds classes whose probability of being absent from a batch of --batch-size B exceeds "
+        "--batch-absence-threshold (default 1%), computed exactly for sampling without replacement."
+    ),
+    why=(
+        "Losses and metrics normalised by per-batch label frequency (class-balanced or frequency-weighted "
+        "cross-entropy, per-class mean losses, Dice per class) divide by the class count of the batch: "
+        "a batch without the class divides 0 by 0 and the loss is NaN. With P(absent) = 5% per batch, a "
+        "run of 10,000 steps meets that batch about 500 times."
+    ),
+    fix=(
+        "Use a batch size of at least the one named in the detail, a class-balanced sampler that puts "
+        "every class in every batch, or guard the normaliser (divide by max(count, 1)). Collecting more "
+        "samples of the class helps most."
+    ),
+    message="{count} class{es} likely absent from a batch",
+    options=("batch_size", "batch_absence_threshold"),
+)
+
+
+def finalize(ctx: ScanContext) -> None:
+    batch = ctx.config.batch_size
+    if batch is None:
+        return
+    threshold = ctx.config.batch_absence_threshold
+    for _stream, tally in sorted(ctx.partial.labels.items()):
+        if not is_classification(tally, ctx.config.num_classes):
+            continue
+        total = sum(tally.histogram.values())
+        rows = []
+        for label, n in sorted(tally.histogram.items()):
+            p = absent_probability(total, n, batch)
+            if p > threshold:
+                rows.append((label, n, p))
+        locs = []
+        for label, n, p in rows[: ctx.partial.cap]:
+            need = smallest_batch(total, n, threshold)
+            advice = f"a batch of {need} brings it under {threshold:.2%}" if need else "no batch size helps"
+            locs.append(
+                Location(
+                    path=tally.path,
+                    dataset=tally.dataset,
+                    detail=f"class {label}: {n} of {total} samples, P(absent from {batch}) = {p:.2%}; {advice}",
+                )
+            )
+        ctx.emit_many(CHECK.code, len(rows), len(rows), locs)

@@ -1,0 +1,80 @@
+"""L002 label-invalid: labels that are no valid class id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..context import ScanContext
+from ..items import LabelBlock
+from ..labels import is_classification
+from ..severity import Severity
+from .base import Check
+
+CHECK = Check(
+    code="L002",
+    name="label-invalid",
+    severity=Severity.ERROR,
+    summary="Finds labels that are NaN, infinite, negative, not whole numbers, or ≥ K when K classes are expected.",
+    why=(
+        "Cross-entropy indexes the logits by the label: a label ≥ K or negative reads out of bounds (a "
+        "CUDA device-side assert, or garbage on CPU), a NaN label makes the loss NaN, and a fractional "
+        "label is silently truncated to another class. Caffe's SoftmaxWithLoss casts float labels to int."
+    ),
+    fix=(
+        "Repair the listed labels at the source. If labels are 1-based, subtract one; if the class count "
+        "is wrong, pass the right `--num-classes`. If these are regression targets, not classes, rename "
+        "the dataset or pass `--labels` for the real class labels."
+    ),
+    message="{count} invalid label{s}",
+    options=("num_classes",),
+)
+
+
+def _describe(value: Any, num_classes: int | None) -> str:
+    v = float(value)
+    if np.isnan(v):
+        return "label is NaN"
+    if np.isinf(v):
+        return f"label is {'+' if v > 0 else '-'}Inf"
+    if v < 0:
+        return f"negative label {value}"
+    if num_classes is not None and v >= num_classes and v == int(v):
+        return f"label {int(v)} ≥ num_classes {num_classes}"
+    return f"non-integer label {value}"
+
+
+def on_labels(block: LabelBlock, ok: np.ndarray[Any, Any], ctx: ScanContext) -> None:
+    values = block.labels.reshape(-1)
+    k = ctx.config.num_classes
+    with np.errstate(invalid="ignore"):
+        whole = np.isfinite(values) & (np.floor(values) == values) if values.dtype.kind == "f" else None
+    bad = ~ok
+    nonint = np.zeros(values.shape, bool)
+    if whole is not None:
+        nonint = ~whole & np.isfinite(values)
+        bad &= ~nonint
+    if k is not None:
+        bad |= ok & (values >= k)
+    idx = np.flatnonzero(bad)
+    cap = ctx.partial.cap
+    if idx.size:
+        locs = [block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}) for i in idx[:cap]]
+        ctx.emit_many(CHECK.code, int(idx.size), int(idx.size), locs)
+    frac = np.flatnonzero(nonint)
+    if frac.size and ctx.wants(CHECK.code):
+        tally = ctx.partial.labels[block.stream]
+        tally.nonint += int(frac.size)
+        for i in frac[:cap]:
+            tally.nonint_locations.add(block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}), 1, cap)
+        tally.nonint_locations.count += int(frac.size) - min(int(frac.size), cap)
+        tally.nonint_locations.values += int(frac.size) - min(int(frac.size), cap)
+
+
+def finalize(ctx: ScanContext) -> None:
+    """Fractional labels are invalid only where the labels are classes, not regression targets."""
+    for tally in ctx.partial.labels.values():
+        if tally.nonint and is_classification(tally, ctx.config.num_classes):
+            extra = tally.nonint_locations
+            ctx.emit_many(CHECK.code, extra.count, extra.values, extra.sorted_locations())

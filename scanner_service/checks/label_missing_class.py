@@ -1,0 +1,42 @@
+"""L003 label-missing-class: a class in 0..K-1 that no sample has."""
+
+from __future__ import annotations
+
+from ..context import ScanContext
+from ..labels import expected_classes, is_classification
+from ..location import Location
+from ..severity import Severity
+from .base import Check
+
+CHECK = Check(
+    code="L003",
+    name="label-missing-class",
+    severity=Severity.WARNING,
+    summary="Finds classes in 0..K-1 (K from --num-classes, or the ImageFolder class list) with no sample.",
+    why=(
+        "A class without samples never receives a positive gradient: its logit only learns to be small. "
+        "Class-balanced losses and per-class metrics divide by its frequency, 0, and turn NaN; "
+        "stratified splitting fails outright."
+    ),
+    fix=(
+        "Add samples of the class, or remove it from the label space and re-number the others. A missing "
+        "class is often a filter or join that dropped a category, or an off-by-one in the label mapping."
+    ),
+    message="{count} class{es} without any sample",
+    options=("num_classes",),
+)
+
+
+def finalize(ctx: ScanContext) -> None:
+    for stream, tally in sorted(ctx.partial.labels.items()):
+        if not is_classification(tally, ctx.config.num_classes):
+            continue
+        classes = expected_classes(ctx.partial, stream, ctx.config.num_classes)
+        if classes is None:
+            continue
+        missing = [c for c in range(len(classes)) if tally.histogram.get(c, 0) == 0]
+        locs = [
+            Location(path=tally.path, dataset=tally.dataset, detail=f"class {c}" + (f" ({classes[c]})" if classes[c] != str(c) else ""))
+            for c in missing[: ctx.partial.cap]
+        ]
+        ctx.emit_many(CHECK.code, len(missing), len(missing), locs)

@@ -1,0 +1,217 @@
+"""The ``dscan`` command: a CI gate for datasets.
+
+Exit status: 0 nothing at or above ``--fail-on``; 1 findings at or above it; 2 the scan could not run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__, checks
+from .config import load_config
+from .errors import DscanError
+from .render import FORMATS, render
+from .render import text as text_render
+from .report import Report
+from .runner import default_workers, scan
+
+
+class Failure(click.ClickException):
+    """A DscanError shown on stderr with its exit status."""
+
+    def __init__(self, error: DscanError) -> None:
+        super().__init__(str(error))
+        self.exit_code = error.exit_code
+
+
+class RichProgress:
+    """A progress bar on stderr (only when stderr is a terminal)."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("scanning"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[items]:,} items"),
+            TimeRemainingColumn(),
+            transient=True,
+        )
+        self.task: Any = None
+        self.items = 0
+
+    def start(self, total_items: int, total_bytes: int, shards: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task("scan", total=max(1, total_bytes), items=0)
+
+    def advance(self, items: int, nbytes: int) -> None:
+        self.items += items
+        self.progress.update(self.task, advance=nbytes, items=self.items)
+
+    def finish(self) -> None:
+        self.progress.stop()
+
+
+def scan_options(func: Any) -> Any:
+    options = [
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True),
+        click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="write here"),
+        click.option("--fail-on", type=click.Choice(["error", "warning", "never"]), help="[default: error]"),
+        click.option("--num-classes", type=int, help="expected number of classes K"),
+        click.option("--batch-size", type=int, help="training batch size B"),
+        click.option("--labels", help="name of the labels dataset (default: label, labels, y, target, targets)"),
+        click.option("--select", help="only these checks: codes, prefixes or slugs, comma-separated"),
+        click.option("--ignore", help="skip these checks: codes, prefixes or slugs, comma-separated"),
+        click.option("--max-locations", type=int, help="locations listed per finding [default: 20]"),
+        click.option("--decoder", help="LMDB value decoder: datum, image, npy, raw:DTYPE:SHAPE"),
+        click.option("--root", help="folder that list-file paths are relative to"),
+        click.option("--min-size", type=int, help="tiny-image: smallest short side in pixels [default: 32]"),
+        click.option(
+            "--config",
+            "config_file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="dscan.toml or pyproject.toml with [tool.dscan]",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+CONFIG_FLAGS = (
+    "fail_on",
+    "num_classes",
+    "batch_size",
+    "labels",
+    "select",
+    "ignore",
+    "max_locations",
+    "decoder",
+    "root",
+    "min_size",
+)
+
+
+def emit(report: Report, fmt: str, output: Path | None) -> None:
+    if output is not None:
+        output.write_text(render(report, fmt), encoding="utf-8")
+        if fmt != "text":
+            click.echo(text_render.render(report, color=sys.stdout.isatty()), nl=False)
+        return
+    if fmt == "text":
+        click.echo(text_render.render(report, color=sys.stdout.isatty()), nl=False)
+    else:
+        click.echo(render(report, fmt), nl=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dscan")
+def main() -> None:
+    """dscan: find the data defects that turn training into NaN, before training."""
+
+
+@main.command("scan")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@scan_options
+@click.option("--workers", "-j", type=click.IntRange(min=0), help="processes [default: the machine's cores]")
+def scan_command(path: Path | None, fmt: str, output: Path | None, workers: int | None, **flags: Any) -> None:
+    """Scan the dataset at PATH (HDF5 file, folder or list; images; LMDB). Without PATH: a demo dataset."""
+    if path is None:
+        run_demo(fmt, output, workers, flags)
+        return
+    try:
+        config = load_config(flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, Path.cwd())
+        progress = RichProgress() if fmt == "text" and sys.stderr.isatty() and output is None else None
+        report = scan(path, config, workers=workers, progress=progress)
+    except DscanError as exc:
+        raise Failure(exc) from exc
+    emit(report, fmt, output)
+    sys.exit(report.exit_code())
+
+
+def run_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[str, Any]) -> None:
+    from .demo import build_demo
+
+    with tempfile.TemporaryDirectory(prefix="dscan-demo-") as tmp:
+        root = build_demo(Path(tmp))
+        click.echo(f"dscan demo: built a dataset with seeded defects in {root}", err=True)
+        overrides = {"num_classes": 10, "batch_size": 32, **{k: v for k, v in flags.items() if v is not None}}
+        overrides.pop("config_file", None)
+        try:
+            config = load_config(None, {k: overrides.get(k) for k in CONFIG_FLAGS})
+            report = scan(root, config, workers=workers)
+        except DscanError as exc:
+            raise Failure(exc) from exc
+        emit(report, fmt, output)
+        click.echo(
+            "dscan demo: the findings above are seeded on purpose; "
+            f"scan your own data with `dscan scan PATH` (exit status {report.exit_code()}).",
+            err=True,
+        )
+        sys.exit(report.exit_code())
+
+
+@main.command("demo")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--workers", "-j", type=click.IntRange(min=0))
+def demo_command(fmt: str, output: Path | None, workers: int | None) -> None:
+    """Build a small dataset with seeded defects in a temporary folder and scan it."""
+    run_demo(fmt, output, workers, {})
+
+
+@main.command("checks")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
+def checks_command(fmt: str) -> None:
+    """List every check: code, slug, default severity, what it finds."""
+    if fmt == "json":
+        click.echo(json.dumps(checks.catalogue(), indent=2))
+        return
+    if fmt == "markdown":
+        click.echo(checks_markdown(), nl=False)
+        return
+    for c in checks.CHECKS:
+        click.echo(f"{c.code}  {c.name:<24} {c.severity.value:<8} {c.summary}")
+
+
+def checks_markdown() -> str:
+    """The checks reference page (docs/checks.md is this, generated)."""
+    parts = ["# dscan checks", "", "Generated by `dscan checks --format markdown`. Do not edit.", ""]
+    parts += ["| code | name | severity | finds |", "|---|---|---|---|"]
+    parts += [f"| {c.code} | [{c.name}](#{c.code.lower()}-{c.name}) | {c.severity.value} | {c.summary} |" for c in checks.CHECKS]
+    parts.append("")
+    for c in checks.CHECKS:
+        parts.append(c.explain().replace("# ", "## ", 1).replace("\n## ", "\n### "))
+    return "\n".join(parts)
+
+
+@main.command("explain")
+@click.argument("code")
+def explain_command(code: str) -> None:
+    """Explain one check: what it finds, why it breaks training, how to fix it. CODE or slug."""
+    try:
+        check = checks.get_check(code)
+    except DscanError as exc:
+        raise Failure(exc) from exc
+    click.echo(check.explain(), nl=False)
+
+
+@main.command("schema")
+def schema_command() -> None:
+    """Print the JSON Schema of the report (--format json)."""
+    click.echo(json.dumps(Report.model_json_schema(), indent=2))
+
+
+def default_worker_count() -> int:
+    return default_workers()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

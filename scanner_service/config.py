@@ -1,0 +1,117 @@
+"""Scan options: ``ScanConfig``, loadable from ``[tool.dscan]`` in pyproject.toml or from ``dscan.toml``.
+
+Precedence: command-line flags over the configuration file over the defaults here.
+Nothing is read at import time: call :func:`load_config`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+FLOAT16_MAX = 65504.0
+
+
+class ScanConfig(BaseModel):
+    """Everything a scan can be told. Every field can be set in the config file or by a flag."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    num_classes: int | None = Field(None, ge=1, description="expected number of classes K (labels 0..K-1)")
+    batch_size: int | None = Field(None, ge=1, description="training batch size B, for label-batch-absence")
+    labels: str | None = Field(None, description="name of the labels dataset inside HDF5 files")
+    select: tuple[str, ...] = Field((), description="only these checks (codes, code prefixes or slugs)")
+    ignore: tuple[str, ...] = Field((), description="skip these checks (codes, code prefixes or slugs)")
+    max_locations: int = Field(20, ge=0, le=100_000, description="locations kept per finding")
+    fail_on: Literal["error", "warning", "never"] = "error"
+    batch_absence_threshold: float = Field(
+        0.01, gt=0, lt=1, description="max probability that a class is absent from a batch"
+    )
+    sorted_run_batches: float = Field(
+        4.0, gt=0, description="a run of one label longer than this many batches is label-sorted-storage"
+    )
+    default_batch_size: int = Field(32, ge=1, description="batch size assumed for run lengths when none is set")
+    shard_bytes: int = Field(64 << 20, ge=1 << 16, description="uncompressed bytes per shard")
+    block_bytes: int = Field(4 << 20, ge=1 << 12, description="bytes per block read into memory")
+    decoder: str | None = Field(None, description="LMDB value decoder: datum, image, npy, raw:DTYPE:SHAPE")
+    root: str | None = Field(None, description="folder that image list paths are relative to")
+    min_size: int = Field(32, ge=1, description="tiny-image: smallest acceptable short side, pixels")
+    max_pixels: int = Field(178_956_970, ge=1, description="decompression-bomb: largest declared pixel count")
+
+    @field_validator("select", "ignore", mode="before")
+    @classmethod
+    def _split_codes(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @property
+    def run_threshold(self) -> int:
+        """Label runs longer than this are reported as sorted storage."""
+        return max(1, int(self.sorted_run_batches * (self.batch_size or self.default_batch_size)))
+
+
+CONFIG_KEYS = frozenset(ScanConfig.model_fields)
+
+
+def _normalise(table: dict[str, Any], origin: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name not in CONFIG_KEYS:
+            raise ConfigError(f"{origin}: unknown option {key!r} (known: {', '.join(sorted(CONFIG_KEYS))})")
+        out[name] = value
+    return out
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Options from a dscan.toml (top level or ``[tool.dscan]``) or a pyproject.toml (``[tool.dscan]``)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    table = data.get("tool", {}).get("dscan")
+    if table is None:
+        table = {} if path.name == "pyproject.toml" else data
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.dscan] must be a table")
+    return _normalise(table, str(path))
+
+
+def find_config_file(start: Path) -> Path | None:
+    """The nearest dscan.toml, or pyproject.toml with a [tool.dscan] table, from ``start`` upwards."""
+    for folder in [start, *start.parents]:
+        candidate = folder / "dscan.toml"
+        if candidate.is_file():
+            return candidate
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                if "dscan" in tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}):
+                    return pyproject
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue
+    return None
+
+
+def load_config(
+    config_file: Path | None = None, overrides: dict[str, Any] | None = None, search_from: Path | None = None
+) -> ScanConfig:
+    """Build a ScanConfig: file options (explicit file, else the nearest one found), then overrides."""
+    options: dict[str, Any] = {}
+    path = config_file or (find_config_file(search_from) if search_from else None)
+    if path is not None:
+        options.update(read_config_file(path))
+    options.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return ScanConfig(**options)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid options: {problems}") from exc

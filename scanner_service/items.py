@@ -1,0 +1,83 @@
+"""What a source's reader yields for one shard: blocks of numbers, labels, and read failures.
+
+Items never leave the process that reads them (only partials do), so they may hold callables.
+Each item kind names the check hook that consumes it: a check module's ``on_<kind>`` function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .location import Location
+
+Locate = Callable[[int], Location]
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetMeta:
+    """A numeric dataset as the statistics see it: where, what type, which axis holds channels."""
+
+    stats_key: str
+    path: str
+    dataset: str
+    dtype: str
+    shape: tuple[int, ...]
+    channel_axis: int | None
+    channels: int
+
+
+@dataclass(slots=True)
+class NumericBlock:
+    """A block of a numeric dataset: ``data[0, ...]`` is sample ``offset[0]`` of the dataset.
+
+    ``offset`` gives the block's start along every axis (a chunk may cover part of the channels).
+    ``locate(i)`` names sample ``i`` of the block. ``items`` counts the samples it completes (progress).
+    """
+
+    kind: ClassVar[str] = "numeric"
+    meta: DatasetMeta
+    data: np.ndarray[Any, Any]
+    offset: tuple[int, ...]
+    locate: Locate
+    items: int = 0
+    nbytes: int = 0
+    chunk: str | None = None
+
+
+@dataclass(slots=True)
+class LabelBlock:
+    """Consecutive class labels of a label stream, ``global_start`` being the first one's position."""
+
+    kind: ClassVar[str] = "labels"
+    stream: str
+    labels: np.ndarray[Any, Any]
+    global_start: int
+    locate: Locate
+    items: int = 0
+    nbytes: int = 0
+
+
+@dataclass(slots=True)
+class ReadFailure:
+    """A part of the dataset that could not be read: becomes a finding with ``code``."""
+
+    kind: ClassVar[str] = "failure"
+    code: str
+    location: Location
+    items: int = 0
+    nbytes: int = 0
+    values: int = 1
+
+
+@dataclass(slots=True)
+class Note:
+    """Information about the scan itself (decoder versions ...) recorded in the report."""
+
+    kind: ClassVar[str] = "note"
+    info: dict[str, str] = field(default_factory=dict)
+    items: int = 0
+    nbytes: int = 0

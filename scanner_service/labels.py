@@ -1,0 +1,133 @@
+"""Label arithmetic: histograms and runs per shard, and the batch-absence probabilities of a class.
+
+P(class c absent from a batch of B) when batches are drawn without replacement from N samples, n_c of
+class c, is C(N - n_c, B) / C(N, B). It is computed in log space, exactly up to floating point.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .items import LabelBlock
+from .partial import LabelRun, LabelTally, Partial
+
+MAX_DISTINCT_LABELS = 1_000_000
+
+
+def label_tally(partial: Partial, stream: str, dtype_kind: str, run_threshold: int) -> LabelTally:
+    tally = partial.labels.get(stream)
+    if tally is None:
+        tally = partial.labels[stream] = LabelTally(dtype_kind=dtype_kind, run_threshold=run_threshold)
+    return tally
+
+
+def integral_mask(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Which labels are whole, non-negative numbers (valid class ids before the K bound)."""
+    if values.dtype.kind in "iub":
+        return values >= 0 if values.dtype.kind == "i" else np.ones(values.shape, bool)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values) & (values >= 0) & (np.floor(values) == values)
+
+
+def tally_block(block: LabelBlock, partial: Partial, run_threshold: int) -> np.ndarray[Any, Any]:
+    """Fold a block into its stream's histogram and runs; returns the mask of valid class ids."""
+    values = block.labels.reshape(-1)
+    tally = label_tally(partial, block.stream, values.dtype.kind, run_threshold)
+    tally.total += values.size
+    ok = integral_mask(values)
+    classes = values[ok].astype(np.int64)
+    if classes.size:
+        ids, counts = np.unique(classes, return_counts=True)
+        for label, n in zip(ids.tolist(), counts.tolist(), strict=True):
+            tally.histogram[label] = tally.histogram.get(label, 0) + n
+    _add_runs(tally, block, values, ok, run_threshold)
+    return ok
+
+
+def _add_runs(
+    tally: LabelTally, block: LabelBlock, values: np.ndarray[Any, Any], ok: np.ndarray[Any, Any], threshold: int
+) -> None:
+    if values.size == 0:
+        return
+    ids = np.where(ok, values, -1).astype(np.int64)
+    starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
+    lengths = np.diff(np.concatenate((starts, [ids.size])))
+    last = starts.size - 1
+    for i, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
+        if i in (0, last) or length > threshold:
+            label = int(ids[start])
+            if label < 0:
+                continue
+            loc = block.locate(start)
+            tally.runs.append(
+                LabelRun(
+                    start=block.global_start + start,
+                    length=length,
+                    label=label,
+                    path=loc.path,
+                    dataset=loc.dataset,
+                    index=loc.index,
+                    key=loc.key,
+                    line=loc.line,
+                )
+            )
+
+
+def absent_probability(total: int, in_class: int, batch: int) -> float:
+    """P(no sample of a class with ``in_class`` of ``total`` samples in a batch of ``batch``)."""
+    if in_class <= 0 or batch <= 0:
+        return 1.0
+    if batch > total - in_class:
+        return 0.0
+    rest = total - in_class
+    log_p = (
+        math.lgamma(rest + 1)
+        - math.lgamma(rest - batch + 1)
+        - math.lgamma(total + 1)
+        + math.lgamma(total - batch + 1)
+    )
+    return math.exp(log_p)
+
+
+def smallest_batch(total: int, in_class: int, threshold: float) -> int | None:
+    """The smallest batch size whose absence probability is at most ``threshold`` (None: none is)."""
+    if in_class <= 0:
+        return None
+    lo, hi = 1, total - in_class + 1
+    if absent_probability(total, in_class, hi) > threshold:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if absent_probability(total, in_class, mid) <= threshold:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def is_classification(tally: LabelTally, num_classes: int | None) -> bool:
+    """Labels are class ids unless they are floats, mostly fractional, and no class count was given."""
+    if num_classes is not None or tally.classes or tally.dtype_kind in "iub":
+        return True
+    return tally.nonint * 2 <= tally.total
+
+
+def expected_classes(partial: Partial, stream: str, num_classes: int | None) -> list[str] | None:
+    """Class names 0..K-1 when K is known (flag, config or the source's class list), else None."""
+    tally = partial.labels[stream]
+    if num_classes is not None:
+        if len(tally.classes) == num_classes:
+            return list(tally.classes)
+        return [str(i) for i in range(num_classes)]
+    return list(tally.classes) if tally.classes else None
+
+
+def imbalance_ratio(histogram: dict[int, int]) -> float | None:
+    """Largest class count over smallest non-empty class count."""
+    counts = [n for n in histogram.values() if n > 0]
+    if not counts:
+        return None
+    return max(counts) / min(counts)

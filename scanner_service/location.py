@@ -1,0 +1,45 @@
+"""Where a finding is: enough to go from the report to the bad sample in one step."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Location(BaseModel):
+    """A place in the dataset. ``path`` is relative to the scanned root, in POSIX form."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    dataset: str | None = None
+    index: int | None = None
+    key: str | None = None
+    line: int | None = None
+    chunk: str | None = None
+    detail: str | None = None
+
+    def sort_key(self) -> tuple[str, str, int, str, int, str, str]:
+        return (
+            self.path,
+            self.dataset or "",
+            -1 if self.index is None else self.index,
+            self.key or "",
+            -1 if self.line is None else self.line,
+            self.chunk or "",
+            self.detail or "",
+        )
+
+    def short(self) -> str:
+        """One-line human form: ``file.h5:/data[12]``, ``train.txt:7``, ``data.mdb key 00000042``."""
+        text = self.path
+        if self.line is not None:
+            text += f":{self.line}"
+        if self.dataset:
+            text += f":{self.dataset}"
+        if self.index is not None:
+            text += f"[{self.index}]"
+        if self.chunk:
+            text += f" chunk {self.chunk}"
+        if self.key is not None:
+            text += f" key {self.key}"
+        return text

@@ -1,0 +1,257 @@
+"""What one shard produces, and how shard results merge.
+
+``merge`` is associative and commutative: counts add, location samples keep the smallest ``cap`` in a fixed
+order, histograms add, running moments combine with Chan's formula, label runs coalesce by position.
+So shard size, shard order and grouping never change the report (floating-point statistics up to rounding).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+from pydantic import BaseModel, Field
+
+from .location import Location
+
+
+class FindingTally(BaseModel):
+    """Occurrences of one finding kind: how many places, how many values, a capped sample of places."""
+
+    count: int = 0
+    values: int = 0
+    locations: list[Location] = Field(default_factory=list)
+
+    def add(self, location: Location, values: int, cap: int) -> None:
+        self.count += 1
+        self.values += values
+        if cap <= 0:
+            return
+        if len(self.locations) < cap:
+            self.locations.append(location)
+            if len(self.locations) == cap:
+                self.locations.sort(key=Location.sort_key)
+        elif location.sort_key() < self.locations[-1].sort_key():
+            self.locations[-1] = location
+            self.locations.sort(key=Location.sort_key)
+
+    def merged(self, other: FindingTally, cap: int) -> FindingTally:
+        merged = heapq.merge(
+            sorted(self.locations, key=Location.sort_key),
+            sorted(other.locations, key=Location.sort_key),
+            key=Location.sort_key,
+        )
+        unique: list[Location] = []
+        for loc in merged:
+            if len(unique) >= cap:
+                break
+            if not unique or unique[-1] != loc:
+                unique.append(loc)
+        return FindingTally(count=self.count + other.count, values=self.values + other.values, locations=unique)
+
+    def sorted_locations(self) -> list[Location]:
+        return sorted(self.locations, key=Location.sort_key)
+
+
+class DatasetStats(BaseModel):
+    """Running moments of one numeric dataset, per channel (feature) where it has channels."""
+
+    path: str
+    dataset: str
+    dtype: str
+    shape: list[int]
+    channel_axis: int | None = None
+    count: list[int]
+    mean: list[float]
+    m2: list[float]
+    min: list[float]
+    max: list[float]
+    nan: int = 0
+    inf: int = 0
+
+    @classmethod
+    def empty(
+        cls, path: str, dataset: str, dtype: str, shape: list[int], channel_axis: int | None, channels: int
+    ) -> DatasetStats:
+        return cls(
+            path=path,
+            dataset=dataset,
+            dtype=dtype,
+            shape=shape,
+            channel_axis=channel_axis,
+            count=[0] * channels,
+            mean=[0.0] * channels,
+            m2=[0.0] * channels,
+            min=[0.0] * channels,
+            max=[0.0] * channels,
+        )
+
+    def merged(self, other: DatasetStats) -> DatasetStats:
+        out = self.model_copy(deep=True)
+        out.nan += other.nan
+        out.inf += other.inf
+        for c in range(len(out.count)):
+            combine_moments(out, c, other.count[c], other.mean[c], other.m2[c], other.min[c], other.max[c])
+        return out
+
+
+def combine_moments(stats: DatasetStats, c: int, n_b: int, mean_b: float, m2_b: float, lo: float, hi: float) -> None:
+    """Fold (n, mean, M2, min, max) of a batch into channel ``c`` with Chan's parallel formula."""
+    if n_b == 0:
+        return
+    n_a = stats.count[c]
+    if n_a == 0:
+        stats.count[c], stats.mean[c], stats.m2[c], stats.min[c], stats.max[c] = n_b, mean_b, m2_b, lo, hi
+        return
+    n = n_a + n_b
+    delta = mean_b - stats.mean[c]
+    stats.mean[c] = stats.mean[c] + delta * n_b / n
+    stats.m2[c] = stats.m2[c] + m2_b + delta * delta * n_a * n_b / n
+    stats.count[c] = n
+    stats.min[c] = min(stats.min[c], lo)
+    stats.max[c] = max(stats.max[c], hi)
+
+
+class LabelRun(BaseModel):
+    """A run of one label in storage order, at global position ``start`` of its label stream."""
+
+    start: int
+    length: int
+    label: int
+    path: str
+    dataset: str | None = None
+    index: int | None = None
+    key: str | None = None
+    line: int | None = None
+
+
+class LabelTally(BaseModel):
+    """Class labels of one label stream (the labels of a dataset, in storage order)."""
+
+    path: str = "."
+    dataset: str | None = None
+    classes: list[str] = Field(default_factory=list)
+    """Class names by id, when the source knows them (ImageFolder folders)."""
+    dtype_kind: str = "i"
+    total: int = 0
+    histogram: dict[int, int] = Field(default_factory=dict)
+    nonint: int = 0
+    nonint_locations: FindingTally = Field(default_factory=FindingTally)
+    runs: list[LabelRun] = Field(default_factory=list)
+    run_threshold: int = 0
+
+    def merged(self, other: LabelTally, cap: int) -> LabelTally:
+        hist = dict(self.histogram)
+        for label, n in other.histogram.items():
+            hist[label] = hist.get(label, 0) + n
+        return LabelTally(
+            path=self.path if self.path != "." else other.path,
+            dataset=self.dataset or other.dataset,
+            classes=self.classes if len(self.classes) >= len(other.classes) else other.classes,
+            dtype_kind=max(self.dtype_kind, other.dtype_kind, key="biuf".find),
+            total=self.total + other.total,
+            histogram=hist,
+            nonint=self.nonint + other.nonint,
+            nonint_locations=self.nonint_locations.merged(other.nonint_locations, cap),
+            runs=coalesce_runs([*self.runs, *other.runs], max(self.run_threshold, other.run_threshold)),
+            run_threshold=max(self.run_threshold, other.run_threshold),
+        )
+
+
+def coalesce_runs(runs: Iterable[LabelRun], threshold: int) -> list[LabelRun]:
+    """Join runs that touch and share a label. Keeps every run: short ones may still join neighbours."""
+    out: list[LabelRun] = []
+    for run in sorted(runs, key=lambda r: r.start):
+        last = out[-1] if out else None
+        if last is not None and last.label == run.label and last.start + last.length == run.start:
+            out[-1] = last.model_copy(update={"length": last.length + run.length})
+        else:
+            out.append(run)
+    # A short run flanked by runs of other labels on both sides can never grow: drop it.
+    kept: list[LabelRun] = []
+    for i, run in enumerate(out):
+        inner = (
+            0 < i < len(out) - 1
+            and out[i - 1].start + out[i - 1].length == run.start
+            and run.start + run.length == out[i + 1].start
+        )
+        if run.length > threshold or not inner:
+            kept.append(run)
+    return kept
+
+
+class Partial(BaseModel):
+    """The mergeable result of scanning one or more shards."""
+
+    cap: int = 20
+    shards: int = 0
+    items: int = 0
+    bytes: int = 0
+    findings: dict[str, FindingTally] = Field(default_factory=dict)
+    stats: dict[str, DatasetStats] = Field(default_factory=dict)
+    labels: dict[str, LabelTally] = Field(default_factory=dict)
+    counters: dict[str, int] = Field(default_factory=dict)
+    groups: dict[str, dict[str, list[Location]]] = Field(default_factory=dict)
+    info: dict[str, str] = Field(default_factory=dict)
+
+    def add(self, code: str, location: Location, values: int = 1) -> None:
+        tally = self.findings.get(code)
+        if tally is None:
+            tally = self.findings[code] = FindingTally()
+        tally.add(location, values, self.cap)
+
+    def add_many(self, code: str, places: int, values: int, locations: Iterable[Location]) -> None:
+        """Add ``places`` occurrences at once; ``locations`` are the first of them, in order."""
+        tally = self.findings.get(code)
+        if tally is None:
+            tally = self.findings[code] = FindingTally()
+        sample = FindingTally(count=places, values=values, locations=list(locations)[: self.cap])
+        self.findings[code] = tally.merged(sample, self.cap)
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+    def group(self, family: str, key: str, location: Location) -> None:
+        """Remember ``location`` under ``key`` of ``family`` (e.g. content digests for duplicates)."""
+        self.groups.setdefault(family, {}).setdefault(key, []).append(location)
+
+
+def merge(partials: Iterable[Partial]) -> Partial:
+    """Merge any number of partials; the result does not depend on their order or grouping."""
+    out: Partial | None = None
+    for p in partials:
+        out = p if out is None else merge_two(out, p)
+    return out if out is not None else Partial()
+
+
+def merge_two(a: Partial, b: Partial) -> Partial:
+    cap = max(a.cap, b.cap)
+    findings = dict(a.findings)
+    for code, tally in b.findings.items():
+        findings[code] = findings[code].merged(tally, cap) if code in findings else tally
+    stats = dict(a.stats)
+    for key, st in b.stats.items():
+        stats[key] = stats[key].merged(st) if key in stats else st
+    labels = dict(a.labels)
+    for key, lt in b.labels.items():
+        labels[key] = labels[key].merged(lt, cap) if key in labels else lt
+    counters = dict(a.counters)
+    for key, n in b.counters.items():
+        counters[key] = counters.get(key, 0) + n
+    groups = {family: {k: list(v) for k, v in entries.items()} for family, entries in a.groups.items()}
+    for family, entries in b.groups.items():
+        target = groups.setdefault(family, {})
+        for key, locs in entries.items():
+            target[key] = sorted([*target.get(key, []), *locs], key=Location.sort_key)
+    return Partial(
+        cap=cap,
+        shards=a.shards + b.shards,
+        items=a.items + b.items,
+        bytes=a.bytes + b.bytes,
+        findings=findings,
+        stats=stats,
+        labels=labels,
+        counters=counters,
+        groups=groups,
+        info={**a.info, **b.info},
+    )

@@ -1,0 +1,182 @@
+"""A process pool for shards that survives its workers dying.
+
+Decoders and LMDB readers can kill their process (segfault, abort, SIGBUS) on damaged data. A dead worker
+is replaced; its shard is tried once more, then split into smaller shards, down to the part that kills the
+reader, which becomes a finding. The other shards are never affected.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from .config import ScanConfig
+from .engine import crash_partial, scan_shard, split_shard
+from .partial import Partial
+from .sources.base import Shard
+
+MAX_ATTEMPTS = 2
+
+ProgressFn = Callable[[int, int], None]
+
+
+def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            shard = conn.recv()
+        except EOFError:
+            return
+        if shard is None:
+            return
+        try:
+            partial = scan_shard(
+                kind, path, shard, config, progress=lambda i, b: conn.send(("progress", shard.id, i, b))
+            )
+            conn.send(("done", shard.id, partial))
+        except Exception as exc:  # noqa: BLE001 - a reader bug must not hang the pool; it is reported
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            conn.send(("error", shard.id, detail))
+
+
+def exit_reason(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"the reader process was killed by {name}"
+    return f"the reader process exited with status {exitcode}"
+
+
+@dataclass
+class _Task:
+    shard: Shard
+    attempts: int = 0
+    items: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    task: _Task | None = None
+    done: list[Any] = field(default_factory=list)
+
+
+class ShardPool:
+    """Runs shards of one source in ``workers`` processes; ``run`` yields each shard's partial."""
+
+    def __init__(self, kind: str, path: str, config: ScanConfig, workers: int) -> None:
+        self.kind, self.path, self.config = kind, path, config
+        self.size = max(1, workers)
+        self.ctx = mp.get_context("forkserver")
+        self.ctx.set_forkserver_preload(["scanner_service.pool"])
+        self.workers: list[_Worker] = []
+
+    def _spawn(self) -> _Worker:
+        parent, child = self.ctx.Pipe()
+        proc = self.ctx.Process(
+            target=_worker_main, args=(child, self.kind, self.path, self.config), daemon=True
+        )
+        proc.start()
+        child.close()
+        return _Worker(proc, parent)
+
+    def run(self, shards: list[Shard], progress: ProgressFn | None = None) -> Iterator[Partial]:
+        queue: deque[_Task] = deque(_Task(s) for s in shards)
+        self.workers = [self._spawn() for _ in range(min(self.size, len(shards)))]
+        try:
+            while queue or any(w.task for w in self.workers):
+                for w in self.workers:
+                    if w.task is None and queue:
+                        w.task = queue.popleft()
+                        w.conn.send(w.task.shard)
+                busy = [w for w in self.workers if w.task is not None]
+                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+                for w in busy:
+                    if w.task is None:
+                        continue
+                    if w.conn in ready or w.conn.poll():
+                        yield from self._receive(w, queue, progress)
+                    elif w.process.sentinel in ready:
+                        yield from self._crashed(w, queue, progress)
+        finally:
+            self.close()
+
+    def _receive(self, w: _Worker, queue: deque[_Task], progress: ProgressFn | None) -> Iterator[Partial]:
+        task = w.task
+        assert task is not None
+        while w.conn.poll():
+            try:
+                msg = w.conn.recv()
+            except (EOFError, OSError):
+                yield from self._crashed(w, queue, progress)
+                return
+            if msg[0] == "progress":
+                task.items += msg[2]
+                task.bytes += msg[3]
+                if progress:
+                    progress(msg[2], msg[3])
+            elif msg[0] == "done":
+                w.task = None
+                yield msg[2]
+                return
+            else:
+                w.task = None
+                yield from self._give_up_or_split(task, f"the reader raised {msg[2]}", queue, progress)
+                return
+
+    def _crashed(self, w: _Worker, queue: deque[_Task], progress: ProgressFn | None) -> Iterator[Partial]:
+        task = w.task
+        assert task is not None
+        w.process.join(timeout=5)
+        reason = exit_reason(w.process.exitcode)
+        w.conn.close()
+        fresh = self._spawn()
+        w.process, w.conn, w.task = fresh.process, fresh.conn, None
+        task.attempts += 1
+        if task.attempts < MAX_ATTEMPTS:
+            if progress:
+                progress(-task.items, -task.bytes)
+            task.items = task.bytes = 0
+            queue.appendleft(task)
+            return
+        yield from self._give_up_or_split(task, reason, queue, progress)
+
+    def _give_up_or_split(
+        self, task: _Task, reason: str, queue: deque[_Task], progress: ProgressFn | None
+    ) -> Iterator[Partial]:
+        if progress:
+            progress(-task.items, -task.bytes)
+        pieces = split_shard(self.kind, self.path, task.shard, self.config)
+        if pieces:
+            queue.extendleft(reversed([_Task(p) for p in pieces]))
+            return
+        partial = crash_partial(self.kind, self.path, task.shard, self.config, reason)
+        if progress:
+            progress(task.shard.items, task.shard.bytes)
+        yield partial
+
+    def close(self) -> None:
+        for w in self.workers:
+            try:
+                if w.process.is_alive():
+                    w.conn.send(None)
+            except (OSError, BrokenPipeError):
+                pass
+        for w in self.workers:
+            w.process.join(timeout=2)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(timeout=2)
+            w.conn.close()
+        self.workers = []

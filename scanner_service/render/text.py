@@ -1,0 +1,84 @@
+"""The terminal report: verdict first, then each finding with where it is, why it matters and the fix."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .. import checks
+from ..report import Report
+from ..severity import Severity
+
+STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def render(report: Report, color: bool = False, width: int = 100) -> str:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=color, no_color=not color, width=width, highlight=False)
+    s = report.summary
+    console.print(
+        Text.assemble(
+            ("dscan ", "bold"),
+            f"{report.source.path} ({report.source.kind}): {s.items_scanned:,} items, "
+            f"{human_bytes(s.bytes_scanned)}, {s.duration_s:.2f} s",
+        )
+    )
+    for f in report.findings:
+        check = checks.BY_CODE[f.code]
+        console.print()
+        console.print(
+            Text.assemble(
+                (f"{f.severity.value.upper()} ", STYLE[f.severity]),
+                (f"{f.code} {f.name}", "bold"),
+                f": {f.message}",
+            )
+        )
+        for loc in f.locations:
+            console.print(Text(f"  {loc.short()}" + (f": {loc.detail}" if loc.detail else "")))
+        if f.truncated:
+            console.print(Text(f"  ... and {f.count - len(f.locations)} more (raise --max-locations to list them)"))
+        console.print(Text(f"  why: {check.why}", style="dim"))
+        console.print(Text(f"  fix: {check.fix}", style="dim"))
+    for lab in report.labels:
+        if lab.kind != "classes" or not lab.histogram:
+            continue
+        console.print()
+        title = f"labels {lab.dataset or lab.path}: {lab.total:,} labels, {lab.distinct} classes"
+        if lab.imbalance_ratio:
+            title += f", imbalance {lab.imbalance_ratio:.1f}x"
+        table = Table(title=title, title_justify="left", show_edge=False)
+        table.add_column("class", justify="right")
+        table.add_column("count", justify="right")
+        table.add_column("fraction", justify="right")
+        if lab.batch_size:
+            table.add_column(f"P(absent from {lab.batch_size})", justify="right")
+        for row in lab.histogram[:50]:
+            name = f"{row.label}" + (f" {row.name}" if row.name else "")
+            cells = [name + (" MISSING" if row.missing else ""), f"{row.count:,}", f"{row.fraction:.2%}"]
+            if lab.batch_size:
+                cells.append(f"{row.p_absent:.2%}" if row.p_absent is not None else "")
+            table.add_row(*cells, style="red" if row.missing else None)
+        console.print(table)
+        if len(lab.histogram) > 50:
+            console.print(Text(f"  ... {len(lab.histogram) - 50} more classes (see --format json)"))
+    console.print()
+    verdict = "PASSED" if s.passed else "FAILED"
+    console.print(
+        Text.assemble(
+            (verdict, "bold green" if s.passed else "bold red"),
+            f": {s.errors} error{'s' if s.errors != 1 else ''}, {s.warnings} warning{'s' if s.warnings != 1 else ''}"
+            f" (fail on {s.fail_on.value})",
+        )
+    )
+    return out.getvalue()

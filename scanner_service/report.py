@@ -1,0 +1,250 @@
+"""The versioned report: what a scan found, where, and whether the dataset passes.
+
+``build_report`` turns a plan's source description and the merged partial into a ``Report``. The JSON
+schema of ``Report`` is kept in ``scanner_service/schema/report.schema.json`` (``dscan schema`` prints it).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, Field
+
+from . import __version__, checks
+from .config import ScanConfig
+from .engine import finalize
+from .labels import absent_probability, expected_classes, imbalance_ratio, is_classification, smallest_batch
+from .location import Location
+from .partial import DatasetStats, Partial
+from .severity import FailOn, Severity
+from .sources.base import SourceInfo
+
+SCHEMA_VERSION = "1.0"
+
+
+class Summary(BaseModel):
+    errors: int = Field(description="occurrences of error findings")
+    warnings: int = Field(description="occurrences of warning findings")
+    infos: int = 0
+    items_scanned: int
+    bytes_scanned: int
+    shards: int
+    duration_s: float
+    fail_on: FailOn
+    passed: bool = Field(description="no finding at or above fail_on")
+
+
+class Finding(BaseModel):
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    count: int = Field(description="places affected (samples, files, chunks, records, classes)")
+    values: int = Field(description="values affected (for value checks), else equal to count")
+    locations: list[Location] = Field(description="the first locations, at most max_locations")
+    truncated: bool = Field(description="more locations exist than are listed")
+
+
+class ClassRow(BaseModel):
+    label: int
+    name: str | None = None
+    count: int
+    fraction: float
+    p_absent: float | None = Field(None, description="P(class absent from a batch of batch_size)")
+    min_batch_size: int | None = Field(None, description="smallest batch size with p_absent <= threshold")
+    missing: bool = False
+
+
+class LabelReport(BaseModel):
+    stream: str
+    path: str
+    dataset: str | None = None
+    kind: str = Field(description="classes, or continuous (regression targets: class checks skipped)")
+    total: int
+    num_classes: int | None = None
+    distinct: int
+    missing: list[int] = Field(default_factory=list)
+    imbalance_ratio: float | None = None
+    batch_size: int | None = None
+    threshold: float
+    histogram: list[ClassRow]
+
+
+class Statistics(BaseModel):
+    path: str
+    dataset: str
+    dtype: str
+    shape: list[int]
+    count: int
+    nan: int
+    inf: int
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None
+    channels: list[dict[str, float | int | None]] = Field(
+        default_factory=list, description="per channel (axis 1) count, min, max, mean, std; up to 256"
+    )
+
+
+class Tool(BaseModel):
+    name: str = "dscan"
+    version: str = __version__
+
+
+class Report(BaseModel):
+    schema_version: str = SCHEMA_VERSION
+    tool: Tool = Field(default_factory=Tool)
+    created: str
+    source: SourceInfo
+    config: ScanConfig
+    summary: Summary
+    findings: list[Finding]
+    labels: list[LabelReport]
+    statistics: list[Statistics]
+    info: dict[str, str] = Field(default_factory=dict)
+
+    def exit_code(self) -> int:
+        return 0 if self.summary.passed else 1
+
+
+def _round(x: float | None) -> float | None:
+    if x is None or not math.isfinite(x):
+        return x
+    return float(f"{x:.7g}")
+
+
+def _channel(stats: DatasetStats, c: int) -> dict[str, float | int | None]:
+    n = stats.count[c]
+    return {
+        "channel": c,
+        "count": n,
+        "min": _round(stats.min[c]) if n else None,
+        "max": _round(stats.max[c]) if n else None,
+        "mean": _round(stats.mean[c]) if n else None,
+        "std": _round(math.sqrt(stats.m2[c] / n)) if n else None,
+    }
+
+
+def _statistics(stats: DatasetStats) -> Statistics:
+    n = sum(stats.count)
+    mean = m2 = 0.0
+    seen = 0
+    for c in range(len(stats.count)):
+        nc = stats.count[c]
+        if not nc:
+            continue
+        total = seen + nc
+        delta = stats.mean[c] - mean
+        mean += delta * nc / total
+        m2 += stats.m2[c] + delta * delta * seen * nc / total
+        seen = total
+    lows = [stats.min[c] for c in range(len(stats.count)) if stats.count[c]]
+    highs = [stats.max[c] for c in range(len(stats.count)) if stats.count[c]]
+    return Statistics(
+        path=stats.path,
+        dataset=stats.dataset,
+        dtype=stats.dtype,
+        shape=stats.shape,
+        count=n,
+        nan=stats.nan,
+        inf=stats.inf,
+        min=_round(min(lows)) if lows else None,
+        max=_round(max(highs)) if highs else None,
+        mean=_round(mean) if n else None,
+        std=_round(math.sqrt(m2 / n)) if n else None,
+        channels=[_channel(stats, c) for c in range(len(stats.count))]
+        if stats.channel_axis is not None and 1 < len(stats.count) <= 256
+        else [],
+    )
+
+
+def _labels(partial: Partial, config: ScanConfig) -> list[LabelReport]:
+    out = []
+    for stream, tally in sorted(partial.labels.items()):
+        classes = is_classification(tally, config.num_classes)
+        names = expected_classes(partial, stream, config.num_classes) if classes else None
+        total = sum(tally.histogram.values())
+        ids = sorted(set(tally.histogram) | set(range(len(names) if names else 0))) if classes else []
+        rows = []
+        for label in ids:
+            n = tally.histogram.get(label, 0)
+            p = absent_probability(total, n, config.batch_size) if config.batch_size and total else None
+            rows.append(
+                ClassRow(
+                    label=label,
+                    name=names[label] if names and label < len(names) and names[label] != str(label) else None,
+                    count=n,
+                    fraction=_round(n / total if total else 0.0) or 0.0,
+                    p_absent=_round(p),
+                    min_batch_size=smallest_batch(total, n, config.batch_absence_threshold)
+                    if config.batch_size and n
+                    else None,
+                    missing=n == 0,
+                )
+            )
+        out.append(
+            LabelReport(
+                stream=stream,
+                path=tally.path,
+                dataset=tally.dataset,
+                kind="classes" if classes else "continuous",
+                total=tally.total,
+                num_classes=len(names) if names else None,
+                distinct=len(tally.histogram),
+                missing=[r.label for r in rows if r.missing],
+                imbalance_ratio=_round(imbalance_ratio(tally.histogram)) if classes else None,
+                batch_size=config.batch_size,
+                threshold=config.batch_absence_threshold,
+                histogram=rows,
+            )
+        )
+    return out
+
+
+def build_report(source: SourceInfo, merged: Partial, config: ScanConfig, duration_s: float) -> Report:
+    """The final report from the merged partial of every shard (plan findings included)."""
+    final = finalize(merged, config)
+    fail_on = FailOn(config.fail_on)
+    findings = []
+    totals = {Severity.ERROR: 0, Severity.WARNING: 0, Severity.INFO: 0}
+    for code, tally in final.findings.items():
+        if tally.count == 0:
+            continue
+        check = checks.BY_CODE[code]
+        totals[check.severity] += tally.count
+        findings.append(
+            Finding(
+                code=code,
+                name=check.name,
+                severity=check.severity,
+                message=check.format_message(tally.count, tally.values),
+                count=tally.count,
+                values=tally.values,
+                locations=tally.sorted_locations()[: config.max_locations],
+                truncated=tally.count > min(len(tally.locations), config.max_locations),
+            )
+        )
+    findings.sort(key=lambda f: (-f.severity.rank, f.code))
+    passed = not any(fail_on.fails(f.severity) for f in findings)
+    return Report(
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        source=source,
+        config=config,
+        summary=Summary(
+            errors=totals[Severity.ERROR],
+            warnings=totals[Severity.WARNING],
+            infos=totals[Severity.INFO],
+            items_scanned=final.items,
+            bytes_scanned=final.bytes,
+            shards=final.shards,
+            duration_s=round(duration_s, 3),
+            fail_on=fail_on,
+            passed=passed,
+        ),
+        findings=findings,
+        labels=_labels(final, config),
+        statistics=[_statistics(s) for _, s in sorted(final.stats.items())],
+        info=dict(sorted(final.info.items())),
+    )

@@ -1,0 +1,53 @@
+"""Local execution: plan, run the shards in a process pool, merge, report. The CLI's ``dscan scan``."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Protocol
+
+from .config import ScanConfig
+from .engine import plan, scan_shard
+from .partial import Partial, merge
+from .report import Report, build_report
+
+
+class ProgressSink(Protocol):
+    def start(self, total_items: int, total_bytes: int, shards: int) -> None: ...
+    def advance(self, items: int, nbytes: int) -> None: ...
+    def finish(self) -> None: ...
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def scan(
+    path: str | Path,
+    config: ScanConfig | None = None,
+    workers: int | None = None,
+    progress: ProgressSink | None = None,
+    kind: str | None = None,
+) -> Report:
+    """Scan the dataset at ``path``. ``workers=0`` runs in this process (no crash isolation)."""
+    config = config or ScanConfig()
+    started = time.perf_counter()
+    planned = plan(path, config, kind)
+    source = planned.source
+    if progress:
+        progress.start(source.items, source.bytes, len(planned.shards))
+    n = default_workers() if workers is None else workers
+    partials: list[Partial] = [planned.partial]
+    advance = progress.advance if progress else None
+    if n == 0 or not planned.shards:
+        for shard in planned.shards:
+            partials.append(scan_shard(source.kind, source.path, shard, config, progress=advance))
+    else:
+        from .pool import ShardPool
+
+        pool = ShardPool(source.kind, source.path, config, min(n, len(planned.shards)))
+        partials.extend(pool.run(planned.shards, advance))
+    if progress:
+        progress.finish()
+    return build_report(source, merge(partials), config, time.perf_counter() - started)

@@ -1,0 +1,94 @@
+"""What every dataset format implements: detect, describe, plan into shards, read a shard.
+
+A source never raises for a damaged part of the dataset: unreadable files, chunks and records are
+``ReadFailure`` items (read time) or findings in the plan's partial (plan time). An exception from a
+source means the dataset cannot be scanned at all (``SourceError``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from ..config import ScanConfig
+from ..location import Location
+from ..partial import Partial
+
+Item = Any
+"""One of the item classes of ``scanner_service.items`` (or a format's own, with a ``kind``)."""
+
+
+class SourceInfo(BaseModel):
+    """The dataset as a whole: what it is and how big."""
+
+    kind: str
+    path: str
+    """The path as given, made absolute."""
+    root: str
+    """The folder locations are relative to."""
+    files: int = 0
+    items: int = 0
+    bytes: int = 0
+
+
+class Shard(BaseModel):
+    """A unit of work: a part of the dataset that one worker reads start to end, in bounded memory."""
+
+    id: int
+    items: int = 0
+    bytes: int = 0
+    spec: dict[str, Any] = Field(default_factory=dict)
+    """Format-specific, JSON-serialisable description of the part (files, datasets, row or key ranges)."""
+
+
+class Plan(BaseModel):
+    source: SourceInfo
+    shards: list[Shard]
+    partial: Partial
+    """What planning already found (unreadable files, list errors, length mismatches)."""
+
+
+class Source(ABC):
+    """A dataset in one format. Instances are cheap; ``plan`` and ``read`` do the I/O."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, path: Path, config: ScanConfig) -> None:
+        self.path = path
+        self.config = config
+
+    @classmethod
+    @abstractmethod
+    def detect(cls, path: Path) -> bool:
+        """Whether ``path`` is a dataset of this format (cheap: names and magic bytes only)."""
+
+    @property
+    def root(self) -> Path:
+        return self.path if self.path.is_dir() else self.path.parent
+
+    def relative(self, path: Path) -> str:
+        """``path`` relative to the scanned root, POSIX form."""
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+    @abstractmethod
+    def plan(self) -> Plan:
+        """Split the dataset into shards of about ``config.shard_bytes`` each."""
+
+    @abstractmethod
+    def read(self, shard: Shard) -> Iterator[Item]:
+        """Yield the shard's items in storage order, holding at most a few blocks in memory."""
+
+    def split(self, shard: Shard) -> list[Shard]:
+        """Smaller shards covering ``shard`` (used to isolate a part that crashes its reader); [] if none."""
+        return []
+
+    def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
+        """The finding for a shard that kills its reader process every time (after splitting)."""
+        return "S001", Location(path=str(shard.spec.get("file", ".")), detail=reason)

@@ -1,0 +1,566 @@
+"""HDF5 files and folders of HDF5 files: every numeric dataset in every group, read chunk by chunk.
+
+Planning walks each file's tree without reading data. Shards are row ranges aligned to the chunk rows of
+each dataset (row blocks for contiguous ones), packed up to ``shard_bytes``. Reading picks, per dataset:
+
+- large uncompressed chunks: the chunk index and ``os.preadv`` of the raw chunk into a reused buffer;
+- large gzip/shuffle chunks: ``read_direct_chunk`` and inflate with ISA-L (outside HDF5, no global lock);
+- contiguous data: ``preadv`` of row blocks at the dataset's file offset;
+- everything else (small chunks, other filters, compact and virtual layouts): h5py row blocks.
+
+A block that fails is read again chunk by chunk, so a damaged chunk costs only its own rows: it becomes a
+``corrupt-chunk`` finding naming the chunk and the rows it covers, and the scan continues.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ..items import DatasetMeta, LabelBlock, NumericBlock, ReadFailure
+from ..labels import label_tally
+from ..location import Location
+from ..partial import Partial
+from ..statistics import channel_layout
+from .base import Plan, Shard, Source, SourceInfo
+
+try:  # registers the plugin filters (blosc, lz4, zstd, bitshuffle ...) with HDF5
+    import hdf5plugin  # noqa: F401
+except ImportError:  # pragma: no cover - hdf5plugin is a dependency; tolerate its absence
+    pass
+
+try:
+    from isal import isal_zlib as fast_zlib
+except ImportError:  # pragma: no cover
+    import zlib as fast_zlib  # type: ignore[no-redef]
+
+SIGNATURE = b"\x89HDF\r\n\x1a\n"
+SUFFIXES = frozenset({".h5", ".hdf5", ".hdf", ".he5", ".h5py"})
+LABEL_NAMES = frozenset({"label", "labels", "y", "target", "targets"})
+
+FILTER_DEFLATE, FILTER_SHUFFLE = 1, 2
+OWN_FILTERS = frozenset({FILTER_DEFLATE, FILTER_SHUFFLE})
+OWN_CHUNK_MIN_BYTES = 256 << 10
+"""Chunks at least this large are read raw and decoded here; smaller ones through h5py row blocks."""
+
+FILTER_PACKAGES: dict[int, tuple[str, str]] = {
+    4: ("szip", "an HDF5 built with libaec (the h5py wheels have it)"),
+    307: ("bzip2", "hdf5plugin"),
+    32000: ("lzf", "h5py"),
+    32001: ("blosc", "hdf5plugin"),
+    32004: ("lz4", "hdf5plugin"),
+    32008: ("bitshuffle", "hdf5plugin"),
+    32013: ("zfp", "hdf5plugin"),
+    32015: ("zstd", "hdf5plugin"),
+    32017: ("sz", "hdf5plugin"),
+    32018: ("fcidecomp", "hdf5plugin"),
+    32024: ("sz3", "hdf5plugin"),
+    32026: ("blosc2", "hdf5plugin"),
+}
+
+
+def has_signature(path: Path) -> bool:
+    """HDF5's signature sits at offset 0, or after a user block at 512, 1024, 2048 ... bytes."""
+    try:
+        with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            offset = 0
+            while offset + 8 <= size and offset <= 1 << 20:
+                fh.seek(offset)
+                if fh.read(8) == SIGNATURE:
+                    return True
+                offset = 512 if offset == 0 else offset * 2
+    except OSError:
+        return False
+    return False
+
+
+def is_hdf5_path(path: Path) -> bool:
+    return path.suffix.lower() in SUFFIXES or has_signature(path)
+
+
+def open_h5(path: Path) -> h5py.File:
+    """Open read-only, without HDF5's file locking (read-only media, shared filesystems)."""
+    return h5py.File(path, "r", locking=False)
+
+
+def is_label_name(name: str, labels_option: str | None) -> bool:
+    if labels_option:
+        return name == labels_option or name.lstrip("/") == labels_option.lstrip("/")
+    return name.rsplit("/", 1)[-1].lower() in LABEL_NAMES
+
+
+@dataclass(slots=True)
+class _Dataset:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    chunks: tuple[int, ...] | None
+    is_label: bool
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    @property
+    def row_bytes(self) -> int:
+        return int(math.prod(self.shape[1:])) * self.dtype.itemsize if self.shape else self.dtype.itemsize
+
+
+def _filters(ds: h5py.Dataset) -> list[int]:
+    plist = ds.id.get_create_plist()
+    return [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
+
+
+def _chunk_label(offset: tuple[int, ...], chunks: tuple[int, ...]) -> str:
+    return ",".join(str(o // c) for o, c in zip(offset, chunks, strict=True))
+
+
+def _rows_text(start: int, stop: int) -> str:
+    return f"rows {start}-{stop - 1}" if stop - start > 1 else f"row {start}"
+
+
+class Hdf5Source(Source):
+    """A ``.h5``/``.hdf5`` file, or a folder holding them (searched recursively)."""
+
+    kind = "hdf5"
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        if path.is_file():
+            return is_hdf5_path(path)
+        if path.is_dir():
+            return any(p.suffix.lower() in SUFFIXES for p in path.rglob("*") if p.is_file())
+        return False
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def list_files(self, partial: Partial) -> list[tuple[Path, int | None]]:
+        """The HDF5 files to scan, in storage order, with their list line when they come from a list."""
+        if self.path.is_file():
+            return [(self.path, None)]
+        return [(p, None) for p in sorted(self.path.rglob("*")) if p.is_file() and p.suffix.lower() in SUFFIXES]
+
+    def plan(self) -> Plan:
+        partial = Partial(cap=self.config.max_locations)
+        files = self.list_files(partial)
+        segments: list[dict[str, Any]] = []
+        stream_offsets: dict[str, int] = {}
+        total_bytes = total_items = 0
+        for path, line in files:
+            rel = self.relative(path)
+            found = self._plan_file(path, rel, line, partial, stream_offsets)
+            for seg in found:
+                total_bytes += seg["bytes"]
+                total_items += seg["stop"] - seg["start"]
+            segments.extend(found)
+        multi = len(files) > 1
+        for stream, tally in partial.labels.items():
+            tally.path = "." if multi else tally.path
+            tally.dataset = stream
+        shards = self._pack(segments)
+        info = SourceInfo(
+            kind=self.kind,
+            path=str(self.path),
+            root=str(self.root),
+            files=len(files),
+            items=total_items,
+            bytes=total_bytes,
+        )
+        return Plan(source=info, shards=shards, partial=partial)
+
+    def _plan_file(
+        self, path: Path, rel: str, line: int | None, partial: Partial, stream_offsets: dict[str, int]
+    ) -> list[dict[str, Any]]:
+        where = Location(path=rel, line=line)
+        try:
+            if path.stat().st_size == 0:
+                partial.add("S001", where.model_copy(update={"detail": "empty file (0 bytes)"}))
+                return []
+            with open_h5(path) as fh:
+                datasets = self._walk(fh, rel, line, partial)
+        except (OSError, RuntimeError, ValueError, KeyError) as exc:
+            partial.add("S001", where.model_copy(update={"detail": f"not a readable HDF5 file: {exc}"}))
+            return []
+        self._check_lengths(datasets, rel, line, partial)
+        segments: list[dict[str, Any]] = []
+        for ds in datasets:
+            if ds.is_label:
+                stream = ds.name
+                tally = label_tally(partial, stream, ds.dtype.kind, self.config.run_threshold)
+                tally.path = rel
+                start = stream_offsets.get(stream, 0)
+                stream_offsets[stream] = start + ds.rows
+            else:
+                start = 0
+            segments.extend(self._segments(ds, rel, line, start))
+        return segments
+
+    def _walk(self, fh: h5py.File, rel: str, line: int | None, partial: Partial) -> list[_Dataset]:
+        found: list[_Dataset] = []
+
+        def visit(name: str, obj: Any) -> None:
+            if not isinstance(obj, h5py.Dataset):
+                return
+            full = "/" + name
+            dtype = obj.dtype
+            if dtype.kind not in "fiu":
+                return
+            for fid in _filters(obj):
+                if not h5py.h5z.filter_avail(fid):
+                    fname, package = FILTER_PACKAGES.get(fid, (f"id {fid}", "the filter's HDF5 plugin"))
+                    partial.add(
+                        "S003",
+                        Location(
+                            path=rel,
+                            line=line,
+                            dataset=full,
+                            detail=f"filter {fname} (id {fid}) is not available: install {package}",
+                        ),
+                    )
+                    return
+            shape = tuple(int(n) for n in obj.shape) if obj.shape is not None else ()
+            if math.prod(shape) == 0 if shape else False:
+                partial.add("S006", Location(path=rel, line=line, dataset=full, detail=f"shape {shape}"))
+                return
+            is_label = is_label_name(full, self.config.labels) and (
+                len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
+            )
+            found.append(_Dataset(full, shape, dtype, obj.chunks, is_label))
+
+        fh.visititems(visit)
+        return found
+
+    def _check_lengths(self, datasets: list[_Dataset], rel: str, line: int | None, partial: Partial) -> None:
+        for label in (d for d in datasets if d.is_label):
+            group = label.name.rsplit("/", 1)[0]
+            for data in datasets:
+                if data.is_label or data.name.rsplit("/", 1)[0] != group or not data.shape:
+                    continue
+                if data.rows != label.rows:
+                    partial.add(
+                        "L001",
+                        Location(
+                            path=rel,
+                            line=line,
+                            dataset=data.name,
+                            detail=f"{data.rows} samples but {label.name} has {label.rows} labels",
+                        ),
+                    )
+
+    def _segments(self, ds: _Dataset, rel: str, line: int | None, stream_start: int) -> list[dict[str, Any]]:
+        step = ds.chunks[0] if ds.chunks else 1
+        per = max(step, (self.config.shard_bytes // max(1, ds.row_bytes)) // step * step)
+        out = []
+        for start in range(0, ds.rows, per):
+            stop = min(ds.rows, start + per)
+            out.append(
+                {
+                    "file": rel,
+                    "line": line,
+                    "dataset": ds.name,
+                    "start": start,
+                    "stop": stop,
+                    "labels": ds.is_label,
+                    "stream_start": stream_start + start,
+                    "bytes": (stop - start) * ds.row_bytes,
+                }
+            )
+        return out
+
+    def _pack(self, segments: list[dict[str, Any]]) -> list[Shard]:
+        shards: list[Shard] = []
+        current: list[dict[str, Any]] = []
+        size = 0
+        for seg in segments:
+            if current and size + seg["bytes"] > self.config.shard_bytes:
+                shards.append(self._shard(len(shards), current))
+                current, size = [], 0
+            current.append(seg)
+            size += seg["bytes"]
+        if current:
+            shards.append(self._shard(len(shards), current))
+        return shards
+
+    @staticmethod
+    def _shard(index: int, segments: list[dict[str, Any]]) -> Shard:
+        return Shard(
+            id=index,
+            items=sum(s["stop"] - s["start"] for s in segments),
+            bytes=sum(s["bytes"] for s in segments),
+            spec={"segments": segments, "file": segments[0]["file"]},
+        )
+
+    def split(self, shard: Shard) -> list[Shard]:
+        segments = shard.spec["segments"]
+        if len(segments) > 1:
+            return [self._shard(shard.id, [s]) for s in segments]
+        seg = segments[0]
+        if seg["stop"] - seg["start"] <= 1:
+            return []
+        mid = (seg["start"] + seg["stop"]) // 2
+        halves = []
+        for a, b in ((seg["start"], mid), (mid, seg["stop"])):
+            part = dict(seg, start=a, stop=b, stream_start=seg["stream_start"] + a - seg["start"])
+            part["bytes"] = seg["bytes"] * (b - a) // (seg["stop"] - seg["start"])
+            halves.append(self._shard(shard.id, [part]))
+        return halves
+
+    def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
+        seg = shard.spec["segments"][0]
+        return "S002", Location(
+            path=seg["file"],
+            line=seg["line"],
+            dataset=seg["dataset"],
+            detail=f"{_rows_text(seg['start'], seg['stop'])}: {reason}",
+        )
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def read(self, shard: Shard) -> Iterator[Any]:
+        segments = shard.spec["segments"]
+        for rel, group in itertools.groupby(segments, key=lambda s: s["file"]):
+            path = self.root / rel if not Path(rel).is_absolute() else Path(rel)
+            try:
+                fh = open_h5(path)
+                fd = os.open(path, os.O_RDONLY)
+            except (OSError, RuntimeError, ValueError) as exc:
+                for seg in group:
+                    yield ReadFailure("S001", Location(path=rel, line=seg["line"], detail=str(exc)))
+                continue
+            try:
+                for seg in group:
+                    yield from _SegmentReader(self, fh, fd, seg).blocks()
+            finally:
+                os.close(fd)
+                fh.close()
+
+
+class _SegmentReader:
+    """Reads one row range of one dataset as blocks, choosing the fastest faithful path."""
+
+    def __init__(self, source: Hdf5Source, fh: h5py.File, fd: int, seg: dict[str, Any]) -> None:
+        self.source = source
+        self.fd = fd
+        self.seg = seg
+        self.rel: str = seg["file"]
+        self.name: str = seg["dataset"]
+        self.ds: h5py.Dataset = fh[self.name]
+        self.shape: tuple[int, ...] = tuple(int(n) for n in self.ds.shape) or (1,)
+        self.dtype: np.dtype[Any] = self.ds.dtype
+        self.block_bytes = source.config.block_bytes
+        axis, channels = channel_layout(self.shape)
+        self.meta = DatasetMeta(
+            stats_key=f"{self.rel}::{self.name}",
+            path=self.rel,
+            dataset=self.name,
+            dtype=str(self.dtype),
+            shape=self.shape,
+            channel_axis=axis,
+            channels=channels,
+        )
+
+    def locate(self, start: int) -> Any:
+        rel, name, line = self.rel, self.name, self.seg["line"]
+
+        def at(i: int) -> Location:
+            return Location(path=rel, line=line, dataset=name, index=start + i)
+
+        return at
+
+    @property
+    def row_bytes(self) -> int:
+        return int(math.prod(self.shape[1:])) * self.dtype.itemsize
+
+    def blocks(self) -> Iterator[Any]:
+        if self.seg["labels"]:
+            yield from self._label_blocks()
+            return
+        plist = self.ds.id.get_create_plist()
+        layout = plist.get_layout()
+        chunks = self.ds.chunks
+        if layout == h5py.h5d.CHUNKED and chunks is not None:
+            chunk_bytes = math.prod(chunks) * self.dtype.itemsize
+            filters = set(_filters(self.ds))
+            if chunk_bytes >= OWN_CHUNK_MIN_BYTES and filters <= OWN_FILTERS:
+                yield from self._own_chunks(tuple(chunks))
+                return
+        elif layout == h5py.h5d.CONTIGUOUS and plist.get_external_count() == 0 and self.ds.shape:
+            yield from self._contiguous()
+            return
+        yield from self._h5py_blocks()
+
+    # numeric data --------------------------------------------------------------------------------
+
+    def _block(self, data: np.ndarray[Any, Any], offset: tuple[int, ...], chunk: str | None = None) -> NumericBlock:
+        complete = all(o == 0 for o in offset[1:])
+        return NumericBlock(
+            meta=self.meta,
+            data=data,
+            offset=offset,
+            locate=self.locate(offset[0]),
+            items=data.shape[0] if complete else 0,
+            nbytes=data.nbytes,
+            chunk=chunk,
+        )
+
+    def _row_step(self) -> int:
+        step = self.ds.chunks[0] if self.ds.chunks else 1
+        rows = max(1, self.block_bytes // max(1, self.row_bytes))
+        return max(step, rows // step * step)
+
+    def _h5py_blocks(self) -> Iterator[Any]:
+        start, stop = self.seg["start"], self.seg["stop"]
+        if not self.ds.shape:
+            try:
+                yield self._block(np.asarray(self.ds[()]).reshape(1), (0,))
+            except (OSError, RuntimeError, ValueError) as exc:
+                yield self._failure(0, 1, None, exc)
+            return
+        step = self._row_step()
+        buf = np.empty((min(step, stop - start), *self.shape[1:]), self.dtype)
+        for r in range(start, stop, step):
+            n = min(step, stop - r)
+            try:
+                self.ds.read_direct(buf, np.s_[r : r + n], np.s_[0:n])
+            except (OSError, RuntimeError, ValueError):
+                yield from self._isolate(r, r + n)
+                continue
+            yield self._block(buf[:n], (r, *([0] * (len(self.shape) - 1))))
+
+    def _isolate(self, start: int, stop: int) -> Iterator[Any]:
+        """Re-read a failed row range chunk by chunk: good chunks are scanned, bad ones reported."""
+        chunks = self.ds.chunks
+        if chunks is None:
+            yield self._failure(start, stop, None, RuntimeError("read failed"))
+            return
+        for offset in self._chunk_offsets(tuple(chunks), start, stop):
+            sel = tuple(slice(o, min(o + c, s)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
+            try:
+                data = self.ds[sel]
+            except (OSError, RuntimeError, ValueError) as exc:
+                yield self._failure(offset[0], sel[0].stop, _chunk_label(offset, tuple(chunks)), exc)
+                continue
+            yield self._block(data, offset)
+
+    def _chunk_offsets(self, chunks: tuple[int, ...], start: int, stop: int) -> Iterator[tuple[int, ...]]:
+        others = [range(0, s, c) for s, c in zip(self.shape[1:], chunks[1:], strict=True)]
+        for r in range(start, stop, chunks[0]):
+            for rest in itertools.product(*others):
+                yield (r, *rest)
+
+    def _failure(self, start: int, stop: int, chunk: str | None, exc: BaseException) -> ReadFailure:
+        reason = str(exc).strip() or type(exc).__name__
+        return ReadFailure(
+            "S002",
+            Location(
+                path=self.rel,
+                line=self.seg["line"],
+                dataset=self.name,
+                index=start,
+                chunk=chunk,
+                detail=f"{_rows_text(start, stop)} unreadable: {reason}",
+            ),
+            items=stop - start,
+        )
+
+    def _own_chunks(self, chunks: tuple[int, ...]) -> Iterator[Any]:
+        """Raw chunks from the chunk index, decoded here (none, shuffle, deflate)."""
+        chunk_bytes = math.prod(chunks) * self.dtype.itemsize
+        buf = bytearray(chunk_bytes)
+        view = memoryview(buf)
+        filters = _filters(self.ds)
+        fill = self.ds.fillvalue
+        for offset in self._chunk_offsets(chunks, self.seg["start"], self.seg["stop"]):
+            label = _chunk_label(offset, chunks)
+            valid = tuple(slice(0, min(c, s - o)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
+            stop = offset[0] + valid[0].stop
+            try:
+                info = self.ds.id.get_chunk_info_by_coord(offset)
+                if info.byte_offset is None:
+                    data = np.full(chunks, fill, self.dtype)
+                elif not filters:
+                    got = os.preadv(self.fd, [view], info.byte_offset)
+                    if got != chunk_bytes:
+                        yield self._failure(
+                            offset[0], stop, label, OSError(f"chunk truncated: {got} of {chunk_bytes} bytes")
+                        )
+                        continue
+                    data = np.frombuffer(buf, self.dtype).reshape(chunks)
+                else:
+                    mask, raw = self.ds.id.read_direct_chunk(offset)
+                    data = self._decode(raw, mask, filters, chunks)
+            except (OSError, RuntimeError, ValueError, fast_zlib.error) as exc:
+                yield self._failure(offset[0], stop, label, exc)
+                continue
+            yield self._block(data[valid], offset)
+
+    def _decode(self, raw: bytes, mask: int, filters: list[int], chunks: tuple[int, ...]) -> np.ndarray[Any, Any]:
+        expected = math.prod(chunks) * self.dtype.itemsize
+        data: bytes = raw
+        for i in reversed(range(len(filters))):
+            if mask & (1 << i):
+                continue
+            if filters[i] == FILTER_DEFLATE:
+                data = fast_zlib.decompress(data, bufsize=expected)
+            elif filters[i] == FILTER_SHUFFLE:
+                size = self.dtype.itemsize
+                if size > 1 and len(data) == expected:
+                    src = np.frombuffer(data, np.uint8).reshape(size, -1)
+                    data = np.ascontiguousarray(src.T).tobytes()
+        if len(data) != expected:
+            raise ValueError(f"chunk decodes to {len(data)} bytes, expected {expected}")
+        return np.frombuffer(data, self.dtype).reshape(chunks)
+
+    def _contiguous(self) -> Iterator[Any]:
+        base = self.ds.id.get_offset()
+        if base is None:  # never written: every value is the fill value
+            yield from self._h5py_blocks()
+            return
+        start, stop = self.seg["start"], self.seg["stop"]
+        step = self._row_step()
+        buf = bytearray(min(step, stop - start) * self.row_bytes)
+        view = memoryview(buf)
+        rest = (0,) * (len(self.shape) - 1)
+        for r in range(start, stop, step):
+            n = min(step, stop - r)
+            want = n * self.row_bytes
+            got = os.preadv(self.fd, [view[:want]], base + r * self.row_bytes)
+            if got != want:
+                whole = got // self.row_bytes
+                if whole:
+                    data = np.frombuffer(buf, self.dtype, count=whole * self.row_bytes // self.dtype.itemsize)
+                    yield self._block(data.reshape(whole, *self.shape[1:]), (r, *rest))
+                yield self._failure(r + whole, r + n, None, OSError("beyond the end of the file (truncated?)"))
+                return
+            data = np.frombuffer(buf, self.dtype, count=want // self.dtype.itemsize)
+            yield self._block(data.reshape(n, *self.shape[1:]), (r, *rest))
+
+    # labels -------------------------------------------------------------------------------------
+
+    def _label_blocks(self) -> Iterator[Any]:
+        start, stop = self.seg["start"], self.seg["stop"]
+        step = max(1, self.block_bytes // max(1, self.dtype.itemsize))
+        for r in range(start, stop, step):
+            n = min(step, stop - r)
+            try:
+                values = np.asarray(self.ds[r : r + n]).reshape(n)
+            except (OSError, RuntimeError, ValueError) as exc:
+                yield self._failure(r, r + n, None, exc)
+                continue
+            yield LabelBlock(
+                stream=self.name,
+                labels=values,
+                global_start=self.seg["stream_start"] + (r - start),
+                locate=self.locate(r),
+                items=n,
+                nbytes=values.nbytes,
+            )

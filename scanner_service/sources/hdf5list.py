@@ -1,0 +1,73 @@
+"""Caffe HDF5Data source lists: a text file naming one HDF5 file per line.
+
+Paths are relative to the list file's folder (absolute paths are kept). Blank lines are skipped. A line
+that is not a single HDF5 path (an image list line ``path label``, a stray token) is ``list-syntax``;
+a listed file that does not exist is ``missing-file``. Files are scanned in list order, which is the
+order Caffe reads them in when ``shuffle`` is off.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..location import Location
+from ..partial import Partial
+from .hdf5 import SUFFIXES, Hdf5Source
+
+LIST_SUFFIXES = frozenset({".txt", ".list", ".lst"})
+SNIFF_LINES = 50
+
+
+def _entries(path: Path) -> list[str]:
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        return [line.rstrip("\r\n") for line in fh]
+
+
+def looks_like_hdf5_list(path: Path) -> bool:
+    """A text file whose first non-blank lines mostly name HDF5 files."""
+    if not path.is_file() or path.suffix.lower() not in LIST_SUFFIXES:
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64 << 10)
+    except OSError:
+        return False
+    if b"\0" in head:
+        return False
+    lines = [ln.strip() for ln in head.decode("utf-8", "replace").splitlines() if ln.strip()][:SNIFF_LINES]
+    if not lines:
+        return False
+    hits = sum(1 for ln in lines if Path(ln.split()[0]).suffix.lower() in SUFFIXES)
+    return hits * 2 > len(lines)
+
+
+class Hdf5ListSource(Hdf5Source):
+    kind = "hdf5-list"
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        return looks_like_hdf5_list(path)
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    def list_files(self, partial: Partial) -> list[tuple[Path, int | None]]:
+        files: list[tuple[Path, int | None]] = []
+        list_name = self.path.name
+        for number, raw in enumerate(_entries(self.path), start=1):
+            entry = raw.strip()
+            if not entry:
+                continue
+            where = Location(path=list_name, line=number)
+            if len(entry.split()) != 1 or Path(entry).suffix.lower() not in SUFFIXES:
+                partial.add("S005", where.model_copy(update={"detail": f"expected one HDF5 path, got {entry!r}"}))
+                continue
+            target = Path(entry) if Path(entry).is_absolute() else self.root / entry
+            if not target.is_file():
+                partial.add("S004", where.model_copy(update={"detail": f"{entry} does not exist"}))
+                continue
+            files.append((target, number))
+        if not files and not partial.findings:
+            partial.add("S006", Location(path=list_name, detail="the list names no file"))
+        return files

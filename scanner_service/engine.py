@@ -26,12 +26,20 @@ Progress = Callable[[int, int], None]
 """Called with (items, bytes) done since the last call."""
 
 
+def _labels_prepass(item: Any, ctx: ScanContext) -> Any:
+    return tally_block(item, ctx.partial, ctx.config.run_threshold)
+
+
+PREPASS: dict[str, Callable[[Any, ScanContext], Any]] = {
+    "numeric": lambda item, ctx: summarize(item, ctx.partial),
+    "labels": _labels_prepass,
+}
+"""Work shared by every hook of an item kind, done once per item; its result is the hooks' ``summary``."""
+
+
 def _prepass(kind: str, item: Any, ctx: ScanContext) -> Any:
-    if kind == "numeric":
-        return summarize(item, ctx.partial)
-    if kind == "labels":
-        return tally_block(item, ctx.partial, ctx.config.run_threshold)
-    return None
+    shared = PREPASS.get(kind)
+    return shared(item, ctx) if shared is not None else None
 
 
 def plan(path: str | Path, config: ScanConfig, kind: str | None = None) -> Plan:

@@ -81,3 +81,20 @@ class Note:
     info: dict[str, str] = field(default_factory=dict)
     items: int = 0
     nbytes: int = 0
+
+
+@dataclass(slots=True)
+class EncodedImage:
+    """An encoded image (a file, or the value of a record): the image checks judge its bytes.
+
+    ``location`` names it (file path and list line, or LMDB key); ``name`` is the file name whose
+    extension the content must match ('' when there is none, as for LMDB values); ``label`` its class.
+    """
+
+    kind: ClassVar[str] = "image"
+    data: bytes | memoryview
+    location: Location
+    name: str = ""
+    label: int | None = None
+    items: int = 1
+    nbytes: int = 0

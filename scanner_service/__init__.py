@@ -11,12 +11,12 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .config import ScanConfig, load_config  # noqa: E402
-from .engine import plan, scan_shard  # noqa: E402
-from .errors import DscanError, SourceError, UsageError  # noqa: E402
-from .partial import Partial, merge  # noqa: E402
-from .report import Report, build_report  # noqa: E402
-from .runner import scan  # noqa: E402
+from .config import ScanConfig, load_config
+from .engine import plan, scan_shard
+from .errors import DscanError, SourceError, UsageError
+from .partial import Partial, merge
+from .report import Report, build_report
+from .runner import scan
 
 __all__ = [
     "DscanError",

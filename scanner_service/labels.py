@@ -26,10 +26,13 @@ def label_tally(partial: Partial, stream: str, dtype_kind: str, run_threshold: i
 
 def integral_mask(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Which labels are whole, non-negative numbers (valid class ids before the K bound)."""
+    mask: np.ndarray[Any, Any]
     if values.dtype.kind in "iub":
-        return values >= 0 if values.dtype.kind == "i" else np.ones(values.shape, bool)
+        mask = values >= 0 if values.dtype.kind == "i" else np.ones(values.shape, bool)
+        return mask
     with np.errstate(invalid="ignore"):
-        return np.isfinite(values) & (values >= 0) & (np.floor(values) == values)
+        mask = np.isfinite(values) & (values >= 0) & (np.floor(values) == values)
+    return mask
 
 
 def tally_block(block: LabelBlock, partial: Partial, run_threshold: int) -> np.ndarray[Any, Any]:
@@ -84,10 +87,7 @@ def absent_probability(total: int, in_class: int, batch: int) -> float:
         return 0.0
     rest = total - in_class
     log_p = (
-        math.lgamma(rest + 1)
-        - math.lgamma(rest - batch + 1)
-        - math.lgamma(total + 1)
-        + math.lgamma(total - batch + 1)
+        math.lgamma(rest + 1) - math.lgamma(rest - batch + 1) - math.lgamma(total + 1) + math.lgamma(total - batch + 1)
     )
     return math.exp(log_p)
 

@@ -36,12 +36,14 @@ def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig) -> 
             return
         if shard is None:
             return
+
+        def report(items: int, nbytes: int, shard_id: int = shard.id) -> None:
+            conn.send(("progress", shard_id, items, nbytes))
+
         try:
-            partial = scan_shard(
-                kind, path, shard, config, progress=lambda i, b: conn.send(("progress", shard.id, i, b))
-            )
+            partial = scan_shard(kind, path, shard, config, progress=report)
             conn.send(("done", shard.id, partial))
-        except Exception as exc:  # noqa: BLE001 - a reader bug must not hang the pool; it is reported
+        except Exception as exc:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             conn.send(("error", shard.id, detail))
 
@@ -84,9 +86,7 @@ class ShardPool:
 
     def _spawn(self) -> _Worker:
         parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(
-            target=_worker_main, args=(child, self.kind, self.path, self.config), daemon=True
-        )
+        proc = self.ctx.Process(target=_worker_main, args=(child, self.kind, self.path, self.config), daemon=True)
         proc.start()
         child.close()
         return _Worker(proc, parent)

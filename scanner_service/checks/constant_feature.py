@@ -34,9 +34,7 @@ def finalize(ctx: ScanContext) -> None:
     for stats in ctx.partial.stats.values():
         if len(stats.shape) == 0 or (stats.shape[0] if stats.shape else 0) < 2:
             continue
-        constant = [
-            c for c in range(len(stats.count)) if stats.count[c] > 1 and stats.min[c] == stats.max[c]
-        ]
+        constant = [c for c in range(len(stats.count)) if stats.count[c] > 1 and stats.min[c] == stats.max[c]]
         cap = ctx.partial.cap
         if not constant:
             continue

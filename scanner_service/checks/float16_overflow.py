@@ -32,7 +32,7 @@ CHECK = Check(
 def on_numeric(block: NumericBlock, summary: BlockSummary, ctx: ScanContext) -> None:
     if block.data.dtype.kind != "f" or block.data.dtype.itemsize <= 2 or not ctx.wants(CHECK.code):
         return
-    if -FLOAT16_MAX <= summary.finite_min and summary.finite_max <= FLOAT16_MAX:
+    if summary.finite_min >= -FLOAT16_MAX and summary.finite_max <= FLOAT16_MAX:
         return
     with np.errstate(invalid="ignore"):
         mask = np.isfinite(summary.values) & (np.abs(summary.values) > FLOAT16_MAX)

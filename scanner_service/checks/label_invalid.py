@@ -67,7 +67,9 @@ def on_labels(block: LabelBlock, ok: np.ndarray[Any, Any], ctx: ScanContext) -> 
         tally = ctx.partial.labels[block.stream]
         tally.nonint += int(frac.size)
         for i in frac[:cap]:
-            tally.nonint_locations.add(block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}), 1, cap)
+            tally.nonint_locations.add(
+                block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}), 1, cap
+            )
         tally.nonint_locations.count += int(frac.size) - min(int(frac.size), cap)
         tally.nonint_locations.values += int(frac.size) - min(int(frac.size), cap)
 

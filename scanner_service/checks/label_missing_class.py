@@ -36,7 +36,11 @@ def finalize(ctx: ScanContext) -> None:
             continue
         missing = [c for c in range(len(classes)) if tally.histogram.get(c, 0) == 0]
         locs = [
-            Location(path=tally.path, dataset=tally.dataset, detail=f"class {c}" + (f" ({classes[c]})" if classes[c] != str(c) else ""))
+            Location(
+                path=tally.path,
+                dataset=tally.dataset,
+                detail=f"class {c}" + (f" ({classes[c]})" if classes[c] != str(c) else ""),
+            )
             for c in missing[: ctx.partial.cap]
         ]
         ctx.emit_many(CHECK.code, len(missing), len(missing), locs)

@@ -1,4 +1,4 @@
-"""S003 missing-filter: finds datasets compressed with a filter that is not available in this environment, and names the package that provides it."""
+"""S003 missing-filter: datasets compressed with a filter this environment lacks."""
 
 from __future__ import annotations
 
@@ -9,8 +9,17 @@ CHECK = Check(
     code="S003",
     name="missing-filter",
     severity=Severity.ERROR,
-    summary='Finds datasets compressed with a filter that is not available in this environment, and names the package that provides it.',
-    why='Every read of the dataset fails ("required filter is not available"); whatever trains from it crashes at the first batch.',
-    fix='Install the package named in the detail (most plugin filters come with `pip install hdf5plugin`) wherever the data is read, or rewrite the dataset with gzip.',
-    message='{count} dataset{s} use an unavailable compression filter',
+    summary=(
+        "Finds datasets compressed with a filter that is not available in this environment, and names the "
+        "package that provides it."
+    ),
+    why=(
+        'Every read of the dataset fails ("required filter is not available"); whatever trains from it '
+        "crashes at the first batch."
+    ),
+    fix=(
+        "Install the package named in the detail (most plugin filters come with `pip install hdf5plugin`) "
+        "wherever the data is read, or rewrite the dataset with gzip."
+    ),
+    message="{count} dataset{s} use an unavailable compression filter",
 )

@@ -34,7 +34,9 @@ def render(report: Report) -> str:
         body += f"\n\nWhy: {check.why}\nFix: {check.fix}"
         tag = "failure" if fail_on.fails(finding.severity) else "system-out"
         if tag == "failure":
-            ET.SubElement(case, tag, message=f"{finding.severity.value}: {finding.message}", type=check.code).text = body
+            ET.SubElement(
+                case, tag, message=f"{finding.severity.value}: {finding.message}", type=check.code
+            ).text = body
         else:
             ET.SubElement(case, tag).text = f"{finding.severity.value}: {finding.message}\n{body}"
     root = ET.Element("testsuites", name="dscan")

@@ -14,6 +14,7 @@ A block that fails is read again chunk by chunk, so a damaged chunk costs only i
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -32,15 +33,15 @@ from ..partial import Partial
 from ..statistics import channel_layout
 from .base import Plan, Shard, Source, SourceInfo
 
-try:  # registers the plugin filters (blosc, lz4, zstd, bitshuffle ...) with HDF5
+with contextlib.suppress(ImportError):  # registers plugin filters (blosc, lz4, zstd, bitshuffle ...) with HDF5
     import hdf5plugin  # noqa: F401
-except ImportError:  # pragma: no cover - hdf5plugin is a dependency; tolerate its absence
-    pass
 
 try:
     from isal import isal_zlib as fast_zlib
 except ImportError:  # pragma: no cover
     import zlib as fast_zlib  # type: ignore[no-redef]
+
+ZLIB_ERROR: type[Exception] = fast_zlib.error  # type: ignore[assignment]
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SUFFIXES = frozenset({".h5", ".hdf5", ".hdf", ".he5", ".h5py"})
@@ -498,7 +499,7 @@ class _SegmentReader:
                 else:
                     mask, raw = self.ds.id.read_direct_chunk(offset)
                     data = self._decode(raw, mask, filters, chunks)
-            except (OSError, RuntimeError, ValueError, fast_zlib.error) as exc:
+            except (OSError, RuntimeError, ValueError, ZLIB_ERROR) as exc:
                 yield self._failure(offset[0], stop, label, exc)
                 continue
             yield self._block(data[valid], offset)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from .config import ScanConfig
 from .location import Location
@@ -17,6 +18,8 @@ class ScanContext:
     config: ScanConfig
     partial: Partial
     enabled: frozenset[str]
+    moments: dict[str, Any] = field(default_factory=dict)
+    """Shard-local running moments per dataset (statistics.Moments), flushed into the partial at the end."""
 
     def wants(self, code: str) -> bool:
         return code in self.enabled

@@ -20,7 +20,7 @@ from .labels import tally_block
 from .partial import Partial
 from .sources import open_source
 from .sources.base import Plan, Shard
-from .statistics import summarize
+from .statistics import flush_moments, summarize
 
 Progress = Callable[[int, int], None]
 """Called with (items, bytes) done since the last call."""
@@ -31,7 +31,7 @@ def _labels_prepass(item: Any, ctx: ScanContext) -> Any:
 
 
 PREPASS: dict[str, Callable[[Any, ScanContext], Any]] = {
-    "numeric": lambda item, ctx: summarize(item, ctx.partial),
+    "numeric": lambda item, ctx: summarize(item, ctx.moments),
     "labels": _labels_prepass,
 }
 """Work shared by every hook of an item kind, done once per item; its result is the hooks' ``summary``."""
@@ -92,6 +92,7 @@ def scan_shard(
                 progress(pending_items, pending_bytes)
             pending_items = pending_bytes = 0
             last = now
+    flush_moments(ctx.moments, partial)
     if progress is not None and (pending_items or pending_bytes):
         progress(pending_items, pending_bytes)
     return partial

@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from .location import Location
@@ -87,29 +88,27 @@ class DatasetStats(BaseModel):
         )
 
     def merged(self, other: DatasetStats) -> DatasetStats:
-        out = self.model_copy(deep=True)
-        out.nan += other.nan
-        out.inf += other.inf
-        for c in range(len(out.count)):
-            combine_moments(out, c, other.count[c], other.mean[c], other.m2[c], other.min[c], other.max[c])
-        return out
-
-
-def combine_moments(stats: DatasetStats, c: int, n_b: int, mean_b: float, m2_b: float, lo: float, hi: float) -> None:
-    """Fold (n, mean, M2, min, max) of a batch into channel ``c`` with Chan's parallel formula."""
-    if n_b == 0:
-        return
-    n_a = stats.count[c]
-    if n_a == 0:
-        stats.count[c], stats.mean[c], stats.m2[c], stats.min[c], stats.max[c] = n_b, mean_b, m2_b, lo, hi
-        return
-    n = n_a + n_b
-    delta = mean_b - stats.mean[c]
-    stats.mean[c] = stats.mean[c] + delta * n_b / n
-    stats.m2[c] = stats.m2[c] + m2_b + delta * delta * n_a * n_b / n
-    stats.count[c] = n
-    stats.min[c] = min(stats.min[c], lo)
-    stats.max[c] = max(stats.max[c], hi)
+        """Chan's parallel formula, per channel, vectorised."""
+        na, nb = np.asarray(self.count, np.float64), np.asarray(other.count, np.float64)
+        ma, mb = np.asarray(self.mean), np.asarray(other.mean)
+        total = na + nb
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frac = np.where(total > 0, nb / np.maximum(total, 1), 0.0)
+        delta = mb - ma
+        seen_a, seen_b = na > 0, nb > 0
+        lo = np.where(seen_a & seen_b, np.minimum(self.min, other.min), np.where(seen_a, self.min, other.min))
+        hi = np.where(seen_a & seen_b, np.maximum(self.max, other.max), np.where(seen_a, self.max, other.max))
+        return self.model_copy(
+            update={
+                "count": (np.asarray(self.count) + np.asarray(other.count)).tolist(),
+                "mean": (ma + delta * frac).tolist(),
+                "m2": (np.asarray(self.m2) + np.asarray(other.m2) + delta * delta * na * frac).tolist(),
+                "min": lo.tolist(),
+                "max": hi.tolist(),
+                "nan": self.nan + other.nan,
+                "inf": self.inf + other.inf,
+            }
+        )
 
 
 class LabelRun(BaseModel):

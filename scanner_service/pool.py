@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
+import sys
+import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -80,9 +82,20 @@ class ShardPool:
     def __init__(self, kind: str, path: str, config: ScanConfig, workers: int) -> None:
         self.kind, self.path, self.config = kind, path, config
         self.size = max(1, workers)
-        self.ctx = mp.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["scanner_service.pool"])
+        # fork is fastest (the parent has imported everything already) but is only safe without threads;
+        # otherwise workers come from a clean fork server.
+        if sys.platform.startswith("linux") and threading.active_count() == 1:
+            self.ctx: Any = mp.get_context("fork")
+        else:
+            self.ctx = mp.get_context("forkserver")
+            self.ctx.set_forkserver_preload(["scanner_service.pool"])
         self.workers: list[_Worker] = []
+
+    def start(self, count: int | None = None) -> None:
+        """Start the worker processes now (before any thread starts, so they can be forked)."""
+        want = self.size if count is None else max(1, min(self.size, count))
+        while len(self.workers) < want:
+            self.workers.append(self._spawn())
 
     def _spawn(self) -> _Worker:
         parent, child = self.ctx.Pipe()
@@ -93,7 +106,7 @@ class ShardPool:
 
     def run(self, shards: list[Shard], progress: ProgressFn | None = None) -> Iterator[Partial]:
         queue: deque[_Task] = deque(_Task(s) for s in shards)
-        self.workers = [self._spawn() for _ in range(min(self.size, len(shards)))]
+        self.start(len(shards))
         try:
             while queue or any(w.task for w in self.workers):
                 for w in self.workers:

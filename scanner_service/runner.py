@@ -35,18 +35,21 @@ def scan(
     started = time.perf_counter()
     planned = plan(path, config, kind)
     source = planned.source
-    if progress:
-        progress.start(source.items, source.bytes, len(planned.shards))
     n = default_workers() if workers is None else workers
     partials: list[Partial] = [planned.partial]
     advance = progress.advance if progress else None
-    if n == 0 or not planned.shards:
-        for shard in planned.shards:
-            partials.append(scan_shard(source.kind, source.path, shard, config, progress=advance))
-    else:
+    pool = None
+    if n > 0 and planned.shards:
         from .pool import ShardPool
 
         pool = ShardPool(source.kind, source.path, config, min(n, len(planned.shards)))
+        pool.start()
+    if progress:
+        progress.start(source.items, source.bytes, len(planned.shards))
+    if pool is None:
+        for shard in planned.shards:
+            partials.append(scan_shard(source.kind, source.path, shard, config, progress=advance))
+    else:
         partials.extend(pool.run(planned.shards, advance))
     if progress:
         progress.finish()

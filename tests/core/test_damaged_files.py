@@ -1,0 +1,112 @@
+"""Damaged HDF5 files and lists: every damage is a finding, and the scan goes on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import hdf5plugin
+import numpy as np
+
+from scanner_service.demo import corrupt_chunk
+from tests.conftest import codes, finding, run_scan, write_h5
+
+
+def test_corrupt_gzip_chunk_is_reported_and_the_rest_is_scanned(tmp_path: Path, rng: np.random.Generator) -> None:
+    data = rng.normal(size=(4000, 64)).astype(np.float32)
+    data[3900, 1] = np.nan  # after the damaged chunk: must still be found
+    path = write_h5(tmp_path / "d.h5", {"x": (data, {"chunks": (1000, 64), "compression": "gzip"})})
+    corrupt_chunk(path, "/x", (1000, 0))
+    report = run_scan(path)
+    bad = finding(report, "S002")
+    assert bad.count == 1
+    loc = bad.locations[0]
+    assert (loc.dataset, loc.index, loc.chunk) == ("/x", 1000, "1,0")
+    assert loc.detail.startswith("rows 1000-1999 unreadable")
+    assert [loc.index for loc in finding(report, "V001").locations] == [3900]
+    assert report.summary.items_scanned == 4000  # unreadable rows count as visited
+
+
+def test_small_corrupt_chunk_inside_a_block_is_isolated(tmp_path: Path, rng: np.random.Generator) -> None:
+    data = rng.normal(size=(1000, 8)).astype(np.float32)
+    data[990, 0] = np.inf
+    path = write_h5(tmp_path / "s.h5", {"x": (data, {"chunks": (100, 8), "compression": "gzip"})})
+    corrupt_chunk(path, "/x", (300, 0))
+    report = run_scan(path)
+    assert [(loc.chunk, loc.detail.split(" unreadable")[0]) for loc in finding(report, "S002").locations] == [
+        ("3,0", "rows 300-399")
+    ]
+    assert [loc.index for loc in finding(report, "V002").locations] == [990]
+    assert report.summary.items_scanned == 1000
+
+
+def test_truncated_and_non_hdf5_files(tmp_path: Path, rng: np.random.Generator) -> None:
+    folder = tmp_path / "set"
+    good = write_h5(folder / "good.h5", {"x": rng.normal(size=(100, 4)).astype(np.float32)})
+    cut = write_h5(folder / "cut.h5", {"x": rng.normal(size=(10000, 4)).astype(np.float32)})
+    cut.write_bytes(cut.read_bytes()[:5000])
+    (folder / "fake.h5").write_text("this is not HDF5\n")
+    (folder / "empty.h5").write_bytes(b"")
+    report = run_scan(folder)
+    details = {loc.path: loc.detail for loc in finding(report, "S001").locations}
+    assert set(details) == {"cut.h5", "empty.h5", "fake.h5"}
+    assert details["empty.h5"] == "empty file (0 bytes)"
+    assert "truncated" in details["cut.h5"]
+    assert report.summary.items_scanned == 100
+    assert good.exists()
+
+
+def test_contiguous_data_cut_short_reports_missing_rows(tmp_path: Path) -> None:
+    path = tmp_path / "short.h5"
+    with h5py.File(path, "w", libver="latest") as fh:
+        fh.create_dataset("x", data=np.ones((1000, 256), np.float32))
+        offset = fh["x"].id.get_offset()
+    size = path.stat().st_size
+    with path.open("r+b") as raw:  # cut the data block, keep the (earlier) metadata
+        raw.truncate(offset + 600 * 1024)
+    assert path.stat().st_size < size
+    report = run_scan(path)
+    problem = (finding(report, "S002") or finding(report, "S001")).locations[0]
+    assert problem.path == "short.h5"
+
+
+def test_missing_filter_names_the_package(tmp_path: Path) -> None:
+    path = write_h5(
+        tmp_path / "b.h5", {"x": (np.ones((100, 10), np.float32), {"chunks": (10, 10), **hdf5plugin.Blosc()})}
+    )
+    code = (
+        "import sys, json; sys.modules['hdf5plugin'] = None\n"
+        "from scanner_service import scan, ScanConfig\n"
+        "r = scan(sys.argv[1], ScanConfig(), workers=0)\n"
+        "print(json.dumps([[f.code, [l.detail for l in f.locations]] for f in r.findings]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [["S003", ["filter blosc (id 32001) is not available: install hdf5plugin"]]]
+
+
+def test_hdf5_list_file(tmp_path: Path, rng: np.random.Generator) -> None:
+    data = rng.normal(size=(20, 3)).astype(np.float32)
+    data[5, 2] = np.nan
+    write_h5(tmp_path / "parts" / "p1.h5", {"data": data, "label": np.zeros(20, np.float32)})
+    write_h5(tmp_path / "parts" / "p2.h5", {"data": rng.normal(size=(20, 3)).astype(np.float32)})
+    listing = tmp_path / "train_h5.txt"
+    listing.write_text("parts/p1.h5\n\nparts/gone.h5\nparts/p2.h5 1\nparts/p2.h5\n")
+    report = run_scan(listing)
+    assert report.source.kind == "hdf5-list"
+    assert [(loc.path, loc.line) for loc in finding(report, "S004").locations] == [("train_h5.txt", 3)]
+    assert [(loc.path, loc.line) for loc in finding(report, "S005").locations] == [("train_h5.txt", 4)]
+    nan = finding(report, "V001").locations[0]
+    assert (nan.path, nan.line, nan.dataset, nan.index) == ("parts/p1.h5", 1, "/data", 5)
+    assert codes(report) == {"S004", "S005", "V001"}
+
+
+def test_scan_never_writes_to_the_dataset(tmp_path: Path, rng: np.random.Generator) -> None:
+    path = write_h5(tmp_path / "ro.h5", {"x": rng.normal(size=(100, 4)).astype(np.float32)})
+    path.chmod(0o444)
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    run_scan(path, workers=1)
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ro.h5"]

@@ -1,0 +1,105 @@
+"""Label checks on HDF5 label datasets."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scanner_service.labels import absent_probability, smallest_batch
+from tests.conftest import codes, finding, run_scan, write_h5
+
+
+def features(n: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.normal(size=(n, 4)).astype(np.float32)
+
+
+def test_length_mismatch_names_both_lengths(tmp_path: Path, rng: np.random.Generator) -> None:
+    path = write_h5(tmp_path / "m.h5", {"data": features(100, rng), "label": np.zeros(90, np.int64)})
+    found = finding(run_scan(path), "L001")
+    assert found.locations[0].dataset == "/data"
+    assert found.locations[0].detail == "100 samples but /label has 90 labels"
+
+
+def test_invalid_labels_each_reason(tmp_path: Path, rng: np.random.Generator) -> None:
+    labels = np.arange(100, dtype=np.float32) % 5
+    labels[[3, 10, 20, 30]] = [np.nan, -1.0, 2.5, 7.0]
+    path = write_h5(tmp_path / "l.h5", {"data": features(100, rng), "labels": labels})
+    found = finding(run_scan(path, num_classes=5), "L002")
+    assert [(loc.index, loc.detail) for loc in found.locations] == [
+        (3, "label is NaN"),
+        (10, "negative label -1.0"),
+        (20, "non-integer label 2.5"),
+        (30, "label 7 ≥ num_classes 5"),
+    ]
+    assert found.count == 4
+
+
+def test_regression_targets_are_not_class_labels(tmp_path: Path, rng: np.random.Generator) -> None:
+    target = rng.normal(size=500).astype(np.float32)
+    path = write_h5(tmp_path / "r.h5", {"x": features(500, rng), "target": target})
+    report = run_scan(path, batch_size=8)
+    assert not codes(report) & {"L002", "L003", "L004", "L005"}
+    assert report.labels[0].kind == "continuous"
+
+
+def test_missing_class_histogram_and_imbalance(tmp_path: Path, rng: np.random.Generator) -> None:
+    labels = np.array([0] * 60 + [1] * 30 + [3] * 10, np.int32)
+    rng.shuffle(labels)
+    path = write_h5(tmp_path / "h.h5", {"x": features(100, rng), "y": labels})
+    report = run_scan(path, num_classes=5)
+    assert [loc.detail for loc in finding(report, "L003").locations] == ["class 2", "class 4"]
+    lab = report.labels[0]
+    assert [(r.label, r.count, r.missing) for r in lab.histogram] == [
+        (0, 60, False),
+        (1, 30, False),
+        (2, 0, True),
+        (3, 10, False),
+        (4, 0, True),
+    ]
+    assert lab.missing == [2, 4] and lab.imbalance_ratio == 6.0
+
+
+def brute_absent(total: int, in_class: int, batch: int) -> float:
+    return math.comb(total - in_class, batch) / math.comb(total, batch)
+
+
+@pytest.mark.parametrize(("total", "in_class", "batch"), [(10, 1, 3), (100, 5, 32), (1000, 3, 64), (50, 49, 2)])
+def test_absent_probability_is_exact(total: int, in_class: int, batch: int) -> None:
+    assert absent_probability(total, in_class, batch) == pytest.approx(brute_absent(total, in_class, batch), rel=1e-9)
+    need = smallest_batch(total, in_class, 0.01)
+    assert need is not None
+    assert brute_absent(total, in_class, need) <= 0.01 < brute_absent(total, in_class, need - 1) or need == 1
+
+
+def test_batch_absence_lists_probability_and_batch_size(tmp_path: Path, rng: np.random.Generator) -> None:
+    labels = np.array([0] * 990 + [1] * 10, np.int64)
+    rng.shuffle(labels)
+    path = write_h5(tmp_path / "b.h5", {"x": features(1000, rng), "label": labels})
+    report = run_scan(path, batch_size=32)
+    found = finding(report, "L004")
+    assert found.count == 1
+    p = brute_absent(1000, 10, 32)
+    need = smallest_batch(1000, 10, 0.01)
+    assert found.locations[0].detail == (
+        f"class 1: 10 of 1000 samples, P(absent from 32) = {p:.2%}; a batch of {need} brings it under 1.00%"
+    )
+    row = report.labels[0].histogram[1]
+    assert row.p_absent == pytest.approx(p, rel=1e-6) and row.min_batch_size == need
+    assert finding(run_scan(path), "L004") is None  # no batch size, no batch-absence finding
+
+
+def test_sorted_storage_run_spanning_shards_and_files(tmp_path: Path, rng: np.random.Generator) -> None:
+    folder = tmp_path / "sorted"
+    first = np.array([0] * 100 + [1] * 400, np.int64)  # run of 1s continues into the next file
+    second = np.array([1] * 300 + list(rng.integers(0, 2, 200)), np.int64)
+    second[300] = 0
+    write_h5(folder / "a.h5", {"x": features(500, rng), "label": (first, {"chunks": (50,)})})
+    write_h5(folder / "b.h5", {"x": features(500, rng), "label": (second, {"chunks": (50,)})})
+    report = run_scan(folder, batch_size=30, shard_bytes=1 << 16, block_bytes=1 << 12, workers=2)
+    found = finding(report, "L005")
+    assert found.count == 1
+    loc = found.locations[0]
+    assert (loc.path, loc.index, loc.detail) == ("a.h5", 100, "700 consecutive samples of label 1 (threshold 120)")

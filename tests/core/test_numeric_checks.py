@@ -1,0 +1,132 @@
+"""Numeric checks on real HDF5 files, in every layout and filter the reader handles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import hdf5plugin
+import numpy as np
+import pytest
+
+from tests.conftest import codes, finding, run_scan, write_h5
+
+LAYOUTS = {
+    "contiguous": {},
+    "chunked": {"chunks": (16, 8)},
+    "chunked-big": {"chunks": (4096, 8)},
+    "gzip": {"chunks": (16, 8), "compression": "gzip"},
+    "gzip-shuffle-big": {"chunks": (8192, 8), "compression": "gzip", "shuffle": True},
+    "lzf": {"chunks": (16, 8), "compression": "lzf"},
+    "blosc": {"chunks": (32, 8), **hdf5plugin.Blosc(cname="lz4")},
+    "zstd": {"chunks": (32, 8), **hdf5plugin.Zstd()},
+    "fletcher32": {"chunks": (16, 8), "fletcher32": True},
+    "scaleoffset-free": {"chunks": (50, 8), "compression": "gzip", "compression_opts": 9},
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS), ids=list(LAYOUTS))
+@pytest.mark.parametrize("dtype", ["float32", "float64", ">f4"])
+def test_nan_and_inf_indices_are_exact(tmp_path: Path, rng: np.random.Generator, layout: str, dtype: str) -> None:
+    data = rng.normal(size=(9000, 8)).astype(dtype)
+    nan_rows, inf_rows = [0, 17, 4095, 4096, 8999], [3, 8191]
+    for r in nan_rows:
+        data[r, r % 8] = np.nan
+    data[3, 0] = np.inf
+    data[8191, 7] = -np.inf
+    data[8191, 6] = np.inf
+    path = write_h5(tmp_path / "x.h5", {"grp/sub/x": (data, LAYOUTS[layout])})
+    report = run_scan(path, max_locations=100, shard_bytes=1 << 16)
+    nan = finding(report, "V001")
+    assert [loc.index for loc in nan.locations] == nan_rows
+    assert {loc.dataset for loc in nan.locations} == {"/grp/sub/x"}
+    assert nan.values == 5 and nan.count == 5
+    inf = finding(report, "V002")
+    assert [loc.index for loc in inf.locations] == inf_rows
+    assert inf.locations[1].detail == "1 +Inf, 1 -Inf"
+    assert report.summary.items_scanned == 9000
+    stats = report.statistics[0]
+    assert (stats.nan, stats.inf, stats.count) == (5, 3, 9000 * 8 - 8)
+
+
+def test_float16_nan_and_overflow_of_wider_floats(tmp_path: Path) -> None:
+    half = np.zeros((100, 4), np.float16)
+    half[42, 1] = np.nan
+    wide = np.zeros((100, 4), np.float32)
+    wide[7, 0] = 70000.0
+    wide[8, 3] = -1e6
+    wide[9, 0] = 65504.0  # representable: no finding
+    path = write_h5(tmp_path / "h.h5", {"half": half, "wide": wide})
+    report = run_scan(path)
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/half", 42)]
+    f16 = finding(report, "V003")
+    assert [(loc.dataset, loc.index) for loc in f16.locations] == [("/wide", 7), ("/wide", 8)]
+    assert f16.values == 2
+
+
+def test_clean_data_has_no_finding_and_correct_statistics(tmp_path: Path, rng: np.random.Generator) -> None:
+    data = (rng.normal(size=(5000, 3, 4, 4)) * [[[[1.0]], [[2.0]], [[3.0]]]] + 1000.0).astype(np.float32)
+    path = write_h5(tmp_path / "c.h5", {"images": (data, {"chunks": (100, 3, 4, 4)})})
+    report = run_scan(path, shard_bytes=1 << 16, workers=2)
+    assert report.findings == []
+    assert report.summary.passed and report.exit_code() == 0
+    st = report.statistics[0]
+    assert st.count == data.size
+    assert st.mean == pytest.approx(float(data.astype(np.float64).mean()), rel=1e-6)
+    assert st.std == pytest.approx(float(data.astype(np.float64).std()), rel=1e-4)
+    stds = [ch["std"] for ch in st.channels]
+    assert stds == pytest.approx(data.astype(np.float64).std(axis=(0, 2, 3)).tolist(), rel=1e-3)
+
+
+def test_constant_feature_column_and_channel(tmp_path: Path, rng: np.random.Generator) -> None:
+    table = rng.normal(size=(300, 5)).astype(np.float32)
+    table[:, 3] = 2.5
+    images = rng.normal(size=(50, 3, 8, 8)).astype(np.float32)
+    images[:, 1] = 0.0
+    path = write_h5(tmp_path / "k.h5", {"table": table, "images": (images, {"chunks": (10, 1, 8, 8)})})
+    found = finding(run_scan(path), "V004")
+    assert sorted((loc.dataset, loc.detail) for loc in found.locations) == [
+        ("/images", "channel 1 is always 0"),
+        ("/table", "column 3 is always 2.5"),
+    ]
+
+
+def test_nan_fill_value_in_unwritten_chunks_is_found(tmp_path: Path) -> None:
+    path = tmp_path / "fill.h5"
+    with h5py.File(path, "w") as fh:
+        ds = fh.create_dataset("x", shape=(64, 4), chunks=(16, 4), dtype="f4", fillvalue=np.nan)
+        ds[0:16] = 1.0
+        ds[32:64] = 2.0
+    nan = finding(run_scan(path, max_locations=100), "V001")
+    assert [loc.index for loc in nan.locations] == list(range(16, 32))
+
+
+def test_userblock_offsets_are_honoured(tmp_path: Path) -> None:
+    data = np.ones((2000, 256), np.float32)
+    data[1500, 3] = np.nan
+    path = write_h5(tmp_path / "ub.h5", {"c": data, "k": (data, {"chunks": (1000, 256)})}, userblock_size=4096)
+    nan = finding(run_scan(path), "V001")
+    assert sorted((loc.dataset, loc.index) for loc in nan.locations) == [("/c", 1500), ("/k", 1500)]
+
+
+def test_integer_and_scalar_and_string_datasets(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("pixels", data=np.arange(400, dtype=np.uint8).reshape(100, 4))
+        fh.create_dataset("scale", data=np.float32(np.nan))
+        fh.create_dataset("names", data=np.array([b"a", b"b"]))
+        fh.attrs["note"] = "attributes are not samples"
+    report = run_scan(path)
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/scale", 0)]
+    assert {s.dataset for s in report.statistics} == {"/pixels", "/scale"}
+
+
+def test_folder_of_files_relative_posix_paths(tmp_path: Path, rng: np.random.Generator) -> None:
+    bad = rng.normal(size=(10, 2)).astype(np.float32)
+    bad[4, 1] = np.nan
+    write_h5(tmp_path / "ds" / "a" / "one.h5", {"x": rng.normal(size=(10, 2)).astype(np.float32)})
+    write_h5(tmp_path / "ds" / "b" / "two.hdf5", {"x": bad})
+    report = run_scan(tmp_path / "ds")
+    assert report.source.kind == "hdf5"
+    assert [loc.short() for loc in finding(report, "V001").locations] == ["b/two.hdf5:/x[4]"]
+    assert codes(report) == {"V001"}

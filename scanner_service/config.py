@@ -36,8 +36,8 @@ class ScanConfig(BaseModel):
         4.0, gt=0, description="a run of one label longer than this many batches is label-sorted-storage"
     )
     default_batch_size: int = Field(32, ge=1, description="batch size assumed for run lengths when none is set")
-    shard_bytes: int = Field(64 << 20, ge=1 << 16, description="uncompressed bytes per shard")
-    block_bytes: int = Field(4 << 20, ge=1 << 12, description="bytes per block read into memory")
+    shard_bytes: int = Field(64 << 20, ge=1, description="uncompressed bytes per shard")
+    block_bytes: int = Field(4 << 20, ge=1, description="bytes per block read into memory")
     decoder: str | None = Field(None, description="LMDB value decoder: datum, image, npy, raw:DTYPE:SHAPE")
     root: str | None = Field(None, description="folder that image list paths are relative to")
     min_size: int = Field(32, ge=1, description="tiny-image: smallest acceptable short side, pixels")

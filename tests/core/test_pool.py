@@ -1,0 +1,87 @@
+"""The shard pool survives readers that kill their process, and isolates the part that does it."""
+
+from __future__ import annotations
+
+import faulthandler
+import multiprocessing as mp
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scanner_service import ScanConfig, merge
+from scanner_service.items import DatasetMeta, NumericBlock
+from scanner_service.location import Location
+from scanner_service.pool import ShardPool
+from scanner_service.sources import BY_KIND
+from scanner_service.sources.base import Plan, Shard, Source, SourceInfo
+
+META = DatasetMeta("r", "records", "r", "float32", (100, 1), 1, 1)
+
+
+class CrashingRecords(Source):
+    """100 records; reading record 37 kills the process with SIGSEGV, record 80 with SIGABRT."""
+
+    kind = "test-crashing"
+    KILLERS = {37: signal.SIGSEGV, 80: signal.SIGABRT}
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        return False
+
+    def plan(self) -> Plan:
+        shards = [Shard(id=i, items=25, spec={"start": i * 25, "stop": i * 25 + 25}) for i in range(4)]
+        info = SourceInfo(kind=self.kind, path=str(self.path), root=str(self.path), items=100)
+        return Plan(source=info, shards=shards, partial=self.empty())
+
+    def empty(self) -> Any:
+        from scanner_service.partial import Partial
+
+        return Partial()
+
+    def read(self, shard: Shard) -> Iterator[Any]:
+        for i in range(shard.spec["start"], shard.spec["stop"]):
+            if i in self.KILLERS:
+                os.kill(os.getpid(), self.KILLERS[i])
+            value = np.array([[np.nan if i == 90 else float(i)]], np.float32)
+            yield NumericBlock(META, value, (i, 0), lambda _r, i=i: Location(path="r", index=i), items=1, nbytes=4)
+
+    def split(self, shard: Shard) -> list[Shard]:
+        a, b = shard.spec["start"], shard.spec["stop"]
+        if b - a <= 1:
+            return []
+        mid = (a + b) // 2
+        return [
+            Shard(id=shard.id, items=mid - a, spec={"start": a, "stop": mid}),
+            Shard(id=shard.id, items=b - mid, spec={"start": mid, "stop": b}),
+        ]
+
+    def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
+        return "S001", Location(path="r", index=shard.spec["start"], detail=reason)
+
+
+@pytest.mark.slow
+def test_killer_records_become_findings_and_everything_else_is_scanned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(BY_KIND, CrashingRecords.kind, CrashingRecords)
+    config = ScanConfig(max_locations=50)
+    pool = ShardPool(CrashingRecords.kind, str(tmp_path), config, workers=2)
+    pool.ctx = mp.get_context("fork")  # the registry entry above must reach the workers
+    faulthandler.disable()  # pytest's crash dumps would flood the output from the killed workers
+    plan = CrashingRecords(tmp_path, config).plan()
+    progress: list[int] = []
+    merged = merge(pool.run(plan.shards, lambda items, _b: progress.append(items)))
+    crashes = merged.findings["S001"]
+    assert [(loc.index, loc.detail) for loc in crashes.locations] == [
+        (37, "the reader process was killed by SIGSEGV"),
+        (80, "the reader process was killed by SIGABRT"),
+    ]
+    assert merged.items == 100  # 98 records read, 2 reported
+    assert [loc.index for loc in merged.findings["V001"].locations] == [90]
+    assert sum(progress) == 100
+    assert pool.workers == []

@@ -75,7 +75,10 @@ def test_killer_records_become_findings_and_everything_else_is_scanned(
     faulthandler.disable()  # pytest's crash dumps would flood the output from the killed workers
     plan = CrashingRecords(tmp_path, config).plan()
     progress: list[int] = []
-    merged = merge(pool.run(plan.shards, lambda items, _b: progress.append(items)))
+    try:
+        merged = merge(pool.run(plan.shards, lambda items, _b: progress.append(items)))
+    finally:
+        faulthandler.enable()
     crashes = merged.findings["S001"]
     assert [(loc.index, loc.detail) for loc in crashes.locations] == [
         (37, "the reader process was killed by SIGSEGV"),

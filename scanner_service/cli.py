@@ -67,7 +67,9 @@ def scan_options(func: Any) -> Any:
         click.option("--fail-on", type=click.Choice(["error", "warning", "never"]), help="[default: error]"),
         click.option("--num-classes", type=int, help="expected number of classes K"),
         click.option("--batch-size", type=int, help="training batch size B"),
-        click.option("--labels", help="name of the labels dataset (default: label, labels, y, target, targets)"),
+        click.option(
+            "--labels", help="path of the labels dataset inside HDF5 files [default: any label, labels, y, target(s)]"
+        ),
         click.option("--select", help="only these checks: codes, prefixes or slugs, comma-separated"),
         click.option("--ignore", help="skip these checks: codes, prefixes or slugs, comma-separated"),
         click.option("--max-locations", type=int, help="locations listed per finding [default: 20]"),

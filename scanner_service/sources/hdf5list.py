@@ -60,14 +60,14 @@ class Hdf5ListSource(Hdf5Source):
             if not entry:
                 continue
             where = Location(path=list_name, line=number)
+            target = Path(entry) if Path(entry).is_absolute() else self.root / entry
+            if target.is_file():  # the whole line is the path, spaces included, as Caffe reads it
+                files.append((target, number))
+                continue
             if len(entry.split()) != 1 or Path(entry).suffix.lower() not in SUFFIXES:
                 partial.add("S005", where.model_copy(update={"detail": f"expected one HDF5 path, got {entry!r}"}))
                 continue
-            target = Path(entry) if Path(entry).is_absolute() else self.root / entry
-            if not target.is_file():
-                partial.add("S004", where.model_copy(update={"detail": f"{entry} does not exist"}))
-                continue
-            files.append((target, number))
+            partial.add("S004", where.model_copy(update={"detail": f"{entry} does not exist"}))
         if not files and not partial.findings:
             partial.add("S006", Location(path=list_name, detail="the list names no file"))
         return files

@@ -103,3 +103,15 @@ def test_sorted_storage_run_spanning_shards_and_files(tmp_path: Path, rng: np.ra
     assert found.count == 1
     loc = found.locations[0]
     assert (loc.path, loc.index, loc.detail) == ("a.h5", 100, "700 consecutive samples of label 1 (threshold 120)")
+
+
+def test_labels_option_names_the_label_dataset(tmp_path: Path, rng: np.random.Generator) -> None:
+    classes = np.array([0, 1, 2] * 30, np.int64)
+    path = write_h5(
+        tmp_path / "o.h5",
+        {"x": features(90, rng), "meta/cls": classes, "label": rng.normal(size=90).astype(np.float32)},
+    )
+    report = run_scan(path, labels="/meta/cls", num_classes=4)
+    assert [lab.dataset for lab in report.labels] == ["/meta/cls"]
+    assert [loc.detail for loc in finding(report, "L003").locations] == ["class 3"]
+    assert {s.dataset for s in report.statistics} == {"/x", "/label"}  # the other dataset is plain data now

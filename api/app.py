@@ -1,0 +1,63 @@
+"""The application factory: ``create_app(settings)``; ``uvicorn api.app:create_app --factory`` for the command
+line (settings then come from the environment, when the factory is called, not at import)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from scanner_service import __version__
+from workers.logs import configure_logging
+from workers.settings import Settings, get_settings
+from workers.store import Store
+
+from . import errors
+from .metrics import Metrics
+from .middleware import RequestLog
+from .queue import TaskQueue
+from .routes import ROUTERS
+
+DESCRIPTION = """Scan datasets for the defects that turn training into NaN, as a service.
+
+Submit a scan with `POST /api/v1/scans`, follow it with `GET /api/v1/scans/{id}`, read the report with
+`GET /api/v1/scans/{id}/report?format=json|junit|markdown|text`. When API tokens are configured every
+`/api/v1` call needs `Authorization: Bearer <token>`."""
+
+
+def create_app(settings: Settings | None = None, *, configure_logs: bool = True) -> FastAPI:
+    """Build the API for ``settings`` (default: from the environment)."""
+    settings = settings if settings is not None else get_settings()
+    if configure_logs:
+        configure_logging("api", settings.log_level)
+    store = Store(settings)
+    queue = TaskQueue(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        queue.close()
+        store.close()
+
+    app = FastAPI(
+        title="dscan",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        max_body_size=settings.max_body_bytes,
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.state.queue = queue
+    app.state.metrics = Metrics(store)
+
+    async def fixed_settings() -> Settings:
+        return settings
+
+    app.dependency_overrides[get_settings] = fixed_settings
+    errors.install(app, settings)
+    app.add_middleware(RequestLog, metrics=app.state.metrics)
+    for router in ROUTERS:
+        app.include_router(router)
+    return app

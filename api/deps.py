@@ -1,0 +1,65 @@
+"""Typed dependencies shared by the routes: settings, the store, the task queue, authentication.
+
+``create_app`` overrides :func:`get_settings` with the settings it was built from, so a route's settings and
+the store it talks to always agree; tests can override any of these with ``app.dependency_overrides``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+
+from workers.settings import Settings, get_settings
+from workers.store import Store
+
+from .queue import TaskQueue
+
+
+async def get_store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+async def get_queue(request: Request) -> TaskQueue:
+    queue: TaskQueue = request.app.state.queue
+    return queue
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+StoreDep = Annotated[Store, Depends(get_store)]
+QueueDep = Annotated[TaskQueue, Depends(get_queue)]
+
+
+def token_ok(settings: Settings, token: str | None) -> bool:
+    """Whether ``token`` is one of the configured API tokens (always true when none are configured)."""
+    tokens = settings.token_values()
+    if not tokens:
+        return True
+    if not token:
+        return False
+    given = token.encode()
+    return any(secrets.compare_digest(given, t.encode()) for t in tokens)
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+async def require_token(request: Request, settings: SettingsDep) -> None:
+    """401 unless the request carries ``Authorization: Bearer <token>`` with a configured token."""
+    if not settings.api_tokens:
+        return
+    token = bearer_token(request)
+    if not token_ok(settings, token):
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "missing API token: send Authorization: Bearer <token>" if token is None else "invalid API token",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+Authenticated = Depends(require_token)

@@ -1,0 +1,78 @@
+"""Error answers: always ``{"detail": "..."}`` with a message, never a stack trace.
+
+- validation errors: 422 with every problem in one sentence (plus ``errors``, without the input echoed);
+- Redis or the broker unreachable: 503 with ``Retry-After`` (the Redis client has socket timeouts, so this
+  comes in seconds, not never);
+- anything unexpected: 500 with a generic message; the traceback goes to the log only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from kombu.exceptions import OperationalError
+
+from workers.settings import Settings
+from workers.store import UNAVAILABLE
+
+from .paths import PathRejected
+
+log = logging.getLogger("dscan.api")
+
+
+def _where(loc: tuple[object, ...] | list[object]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    return ".".join(parts) or "request"
+
+
+def validation_message(errors: list[dict[str, object]]) -> str:
+    problems = []
+    for e in errors:
+        loc = e.get("loc", ())
+        where = _where(loc if isinstance(loc, (tuple, list)) else (loc,))
+        problems.append(f"{where}: {e.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(problems)
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    redis_where = settings.redis_display
+
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = [dict(e) for e in exc.errors()]
+        slim = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
+        return JSONResponse({"detail": validation_message(errors), "errors": slim}, status_code=422)
+
+    async def rejected(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, PathRejected)
+        return JSONResponse({"detail": exc.message}, status_code=exc.status)
+
+    async def store_down(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("Redis unreachable: %s", exc)
+        return JSONResponse(
+            {"detail": f"the job store is unavailable (Redis at {redis_where} does not answer); try again shortly"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
+
+    async def queue_down(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("broker unreachable: %s", exc)
+        return JSONResponse(
+            {"detail": f"the task queue is unavailable (Redis at {redis_where} does not answer); try again shortly"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
+
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse({"detail": "internal error: the service log has the details"}, status_code=500)
+
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(PathRejected, rejected)
+    for cls in UNAVAILABLE:
+        app.add_exception_handler(cls, store_down)
+    app.add_exception_handler(OperationalError, queue_down)
+    app.add_exception_handler(Exception, internal)

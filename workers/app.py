@@ -1,0 +1,29 @@
+"""The Celery application: ``celery -A workers.app worker``.
+
+Configured from :class:`workers.settings.Settings` when Celery first needs its configuration (not at import
+time): Redis as broker and result backend, JSON only, late acknowledgement with ``task_reject_on_worker_lost``
+(a worker killed mid-shard loses nothing: the shard is delivered again), prefetch 1, time limits and a memory
+ceiling per worker process. Every Redis key, the queues' included, starts with ``DSCAN_KEY_PREFIX``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery, signals
+
+from .logs import configure_logging
+from .settings import get_settings
+
+app = Celery("dscan", include=["workers.tasks"])
+
+
+@app.on_configure.connect
+def _configure(sender: Celery, **_: Any) -> None:
+    sender.conf.update(get_settings().celery_conf())
+
+
+@signals.setup_logging.connect
+def _logging(**_: Any) -> None:
+    """Celery leaves logging alone when this signal has a receiver: JSON lines on stderr instead."""
+    configure_logging("worker", get_settings().log_level)

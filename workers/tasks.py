@@ -1,0 +1,292 @@
+"""The tasks: plan a job, scan its shards, merge them. They call the core and keep state in the store.
+
+::
+
+    plan(job) ──▶ chord([shard(job, s) for s in shards]) ──▶ merge(job)      (on a failed chord: failed(job))
+                                                                          └──▶ callback(job) when it ends
+
+Tasks take ids and JSON and never wait for other tasks. A shard task is idempotent per (job, shard): its
+partial is stored in Redis once, and a delivery that finds it there returns at once. Late acknowledgement with
+``task_reject_on_worker_lost`` redelivers the shard of a worker that died; each delivery is counted, and a
+shard delivered more than ``DSCAN_MAX_DELIVERIES`` times (it killed its worker each time) is split by the core
+and its pieces read in child processes, down to the indivisible part that kills its reader, which becomes a
+finding. So the job always ends.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+import httpx
+from celery import chord
+from celery.exceptions import SoftTimeLimitExceeded
+
+from scanner_service import engine
+from scanner_service.config import ScanConfig
+from scanner_service.errors import DscanError, ScanCancelled
+from scanner_service.partial import Partial, merge
+from scanner_service.render import render
+from scanner_service.report import build_report
+from scanner_service.sources.base import Shard, SourceInfo
+
+from .app import app
+from .logs import job_context
+from .settings import get_settings
+from .store import PLAN_KEY, UNAVAILABLE, JobRecord, JobStatus, Store, TaskName
+
+log = logging.getLogger("dscan.worker")
+
+RETRY: dict[str, Any] = {"autoretry_for": UNAVAILABLE, "retry_backoff": 1, "retry_backoff_max": 30, "max_retries": 8}
+"""Redis unreachable inside a task: try again later (the job's state is all in Redis)."""
+
+
+@functools.cache
+def store() -> Store:
+    """This process's store (created after the fork of each worker process)."""
+    return Store(get_settings())
+
+
+def who() -> str:
+    return f"{socket.gethostname()} {os.getpid()}"
+
+
+class Tracker:
+    """Progress and cancellation of one shard, as the engine reports them, written to the job record."""
+
+    def __init__(self, st: Store, job_id: str, shard: str) -> None:
+        self.store, self.job_id, self.shard = st, job_id, shard
+        self.items = self.bytes = 0
+        self.last = 0.0
+
+    def advance(self, items: int, nbytes: int) -> None:
+        self.items += items
+        self.bytes += nbytes
+        now = time.monotonic()
+        if now - self.last >= 0.2:
+            self.last = now
+            self.store.progress(self.job_id, self.shard, max(0, self.items), max(0, self.bytes))
+
+    def cancelled(self) -> bool:
+        return self.store.is_cancelled(self.job_id)
+
+
+# -- planning ---------------------------------------------------------------------------------------
+
+
+@app.task(name=TaskName.PLAN.value, **RETRY)
+def plan_scan(job_id: str) -> None:
+    """Plan the job's dataset into shards and start the chord of shard tasks."""
+    with job_context(job_id):
+        st = store()
+        job = st.get_job(job_id)
+        if job is None or job.status.ended:
+            log.info("job is %s: nothing to plan", job.status.value if job else "gone")
+            return
+        moved, previous = st.transition(job_id, JobStatus.RUNNING, [JobStatus.QUEUED], started=time.time())
+        if not moved and previous is not JobStatus.RUNNING:
+            return
+        if st.redis.hget(st.job_key(job_id), "dispatched"):
+            log.info("shards were dispatched by an earlier delivery")
+            return
+        config = ScanConfig(**job.options)
+        log.info("planning %s", job.target)
+        try:
+            planned = engine.plan(job.target, config)
+        except DscanError as exc:
+            end(st, job_id, JobStatus.FAILED, error=str(exc))
+            return
+        except SoftTimeLimitExceeded:
+            end(st, job_id, JobStatus.FAILED, error="planning took longer than the task time limit")
+            return
+        except UNAVAILABLE:
+            raise
+        except Exception as exc:
+            log.exception("planning failed")
+            end(st, job_id, JobStatus.FAILED, error=f"planning failed: {type(exc).__name__}: {exc}")
+            return
+        source, shards = planned.source, planned.shards
+        st.set_fields(job_id, kind=source.kind, planned=time.time())
+        plan = {"source": source.model_dump(mode="json"), "shards": [str(s.id) for s in shards]}
+        totals = {"shards_total": len(shards), "items_total": source.items, "bytes_total": source.bytes}
+        st.save_plan(job_id, plan, planned.partial.model_dump_json(), totals)
+        log.info("planned %d shards, %d items, %d bytes", len(shards), source.items, source.bytes)
+        if shards:
+            header = [scan_shard.s(job_id, s.model_dump(mode="json")) for s in shards]
+            chord(header)(merge_scan.s(job_id).on_error(scan_failed.s(job_id=job_id)))
+        else:
+            merge_scan.delay([], job_id)
+        st.set_fields(job_id, dispatched=1)
+
+
+# -- shards -----------------------------------------------------------------------------------------
+
+
+def isolate(kind: str, path: str, shard: Shard, config: ScanConfig, tracker: Tracker, reason: str) -> Partial:
+    """Read ``shard`` in pieces, each in a child process: a piece that kills its reader is split again by
+    the core's pool, down to the part that does it, which becomes a finding. The worker itself survives."""
+    from scanner_service.pool import ShardPool
+
+    pieces = engine.split_shard(kind, path, shard, config)
+    if not pieces:
+        return engine.crash_partial(kind, path, shard, config, reason)
+    pool = ShardPool(kind, path, config, 1)
+    return merge(pool.run(pieces, tracker.advance))
+
+
+@app.task(name=TaskName.SHARD.value, **RETRY)
+def scan_shard(job_id: str, shard_doc: dict[str, Any]) -> str:
+    """Scan one shard into a partial stored under the job. Returns the shard id."""
+    shard = Shard.model_validate(shard_doc)
+    key = str(shard.id)
+    with job_context(job_id):
+        st = store()
+        if st.get_partial(job_id, key) is not None:
+            log.info("shard %s was done by an earlier delivery", key)
+            return key
+        job = st.get_job(job_id)
+        if job is None or job.status is not JobStatus.RUNNING or job.kind is None:
+            return key
+        deliveries = st.count_delivery(job_id, key)
+        st.mark_running(job_id, key, who())
+        config = ScanConfig(**job.options)
+        tracker = Tracker(st, job_id, key)
+        limit = st.settings.max_deliveries
+        try:
+            if deliveries > limit:
+                log.warning(
+                    "shard %s was delivered %d times: its reader kills the worker; isolating it", key, deliveries
+                )
+                reason = f"the worker process died {deliveries - 1} times while reading it"
+                partial = isolate(job.kind, job.target, shard, config, tracker, reason)
+            else:
+                partial = engine.scan_shard(
+                    job.kind, job.target, shard, config, progress=tracker.advance, cancelled=tracker.cancelled
+                )
+        except ScanCancelled:
+            log.info("shard %s stopped: job cancelled", key)
+            return key
+        except (SoftTimeLimitExceeded, *UNAVAILABLE):
+            raise
+        except Exception as exc:
+            log.exception("shard %s raised; isolating it", key)
+            partial = isolate(job.kind, job.target, shard, config, tracker, f"the reader raised {exc}")
+        finally:
+            st.clear_running(job_id, key)
+        st.complete_shard(job_id, key, partial.model_dump_json(), partial.items, partial.bytes)
+        log.info("shard %s done: %d items, %d bytes", key, partial.items, partial.bytes)
+        return key
+
+
+# -- the end ----------------------------------------------------------------------------------------
+
+
+@app.task(name=TaskName.MERGE.value, **RETRY)
+def merge_scan(results: list[str], job_id: str) -> None:
+    """Merge the stored partials, build and store the report, end the job."""
+    del results  # the partials are read from the store, in shard order
+    with job_context(job_id):
+        st = store()
+        job = st.get_job(job_id)
+        if job is None:
+            return
+        if job.status is not JobStatus.RUNNING:
+            if job.status is JobStatus.CANCELLED:
+                st.drop_work(job_id)
+            return
+        plan = st.load_plan(job_id)
+        partials = st.partials(job_id)
+        order = [PLAN_KEY, *(plan["shards"] if plan else [])]
+        missing = [k for k in order if k not in partials]
+        if plan is None or missing:
+            if st.is_cancelled(job_id):
+                return
+            end(st, job_id, JobStatus.FAILED, error=f"internal error: results of shards {missing} are missing")
+            return
+        config = ScanConfig(**job.options)
+        merged = merge(Partial.model_validate_json(partials[k]) for k in order)
+        source = SourceInfo.model_validate(plan["source"])
+        duration = time.time() - (job.started or job.created)
+        report = build_report(source, merged, config, duration)
+        st.save_report(job_id, render(report, "json"))
+        end(
+            st,
+            job_id,
+            JobStatus.SUCCEEDED,
+            summary=report.summary.model_dump_json(),
+            items_done=merged.items,
+            bytes_done=merged.bytes,
+        )
+        log.info(
+            "job done: %d errors, %d warnings, %s",
+            report.summary.errors,
+            report.summary.warnings,
+            "passed" if report.summary.passed else "failed",
+        )
+
+
+@app.task(name=TaskName.FAILED.value)
+def scan_failed(request: Any, exc: BaseException, traceback: Any, job_id: str) -> None:
+    """Errback of the chord: a shard task failed for good (time limit, Redis gone for too long)."""
+    del request, traceback
+    with job_context(job_id):
+        if isinstance(exc, SoftTimeLimitExceeded) or "TimeLimitExceeded" in repr(exc):
+            message = "a shard took longer than the task time limit"
+        else:
+            message = f"a shard task failed: {exc}"
+        log.error("job failed: %s", message)
+        end(store(), job_id, JobStatus.FAILED, error=message)
+
+
+def end(st: Store, job_id: str, status: JobStatus, **fields: str | float | int) -> bool:
+    """End a running or queued job (once), count it in the metrics and send its callback."""
+    moved, _ = st.transition(job_id, status, [JobStatus.QUEUED, JobStatus.RUNNING], finished=time.time(), **fields)
+    if not moved:
+        return False
+    job = st.get_job(job_id)
+    if job is not None:
+        st.record_end(status, job.duration_s, job.progress.items_done, job.progress.bytes_done)
+        if job.callback_url:
+            send_callback.delay(job_id)
+    st.drop_work(job_id)
+    return True
+
+
+def callback_body(job: JobRecord) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "status": job.status.value,
+        "path": job.path,
+        "summary": job.summary.model_dump(mode="json") if job.summary else None,
+        "error": job.error,
+    }
+
+
+@app.task(
+    name=TaskName.CALLBACK.value,
+    autoretry_for=(httpx.TransportError, httpx.HTTPStatusError, *UNAVAILABLE),
+    retry_backoff=2,
+    max_retries=4,
+)
+def send_callback(job_id: str) -> None:
+    """POST the job's summary to its callback URL (hosts re-checked against the allowlist; no redirects)."""
+    with job_context(job_id):
+        st = store()
+        job = st.get_job(job_id)
+        if job is None or not job.callback_url:
+            return
+        url = httpx.URL(job.callback_url)
+        allowed = st.settings.callback_hosts
+        if url.host.lower() not in allowed and f"{url.host}:{url.port}".lower() not in allowed:
+            log.warning("callback host %s is not allowed any more: not sent", url.host)
+            return
+        response = httpx.post(
+            url, json=callback_body(job), timeout=st.settings.callback_timeout_s, follow_redirects=False
+        )
+        log.info("callback %s answered %d", url.host, response.status_code)
+        if response.status_code >= 500:
+            response.raise_for_status()

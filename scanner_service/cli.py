@@ -215,5 +215,10 @@ def schema_command() -> None:
     click.echo(json.dumps(Report.model_json_schema(), indent=2))
 
 
+from .service_cli import register as _register_service  # noqa: E402  (after the helpers it reuses)
+
+_register_service(main)  # dscan submit, dscan serve
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -25,7 +25,7 @@ log = logging.getLogger("dscan.api")
 
 def _where(loc: tuple[object, ...] | list[object]) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path")]
-    return ".".join(parts) or "request"
+    return ".".join(parts) or (str(loc[0]) if loc else "request")
 
 
 def validation_message(errors: list[dict[str, object]]) -> str:
@@ -33,7 +33,10 @@ def validation_message(errors: list[dict[str, object]]) -> str:
     for e in errors:
         loc = e.get("loc", ())
         where = _where(loc if isinstance(loc, (tuple, list)) else (loc,))
-        problems.append(f"{where}: {e.get('msg', 'invalid')}")
+        if where == "body" and e.get("type") == "missing":
+            problems.append('body: a JSON object with at least "path" is required')
+        else:
+            problems.append(f"{where}: {e.get('msg', 'invalid')}")
     return "invalid request: " + "; ".join(problems)
 
 

@@ -1,0 +1,292 @@
+"""The scans API over HTTP, against the shared service (real uvicorn, real Celery worker, real Redis)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from scanner_service.render import render
+from scanner_service.report import Report
+
+from .conftest import TOKEN, Service, cli_report, comparable, run_and_report, submit, wait_job
+
+pytestmark = [pytest.mark.service]
+
+DEMO_OPTIONS: dict[str, Any] = {"num_classes": 10, "batch_size": 32, "shard_bytes": 1 << 16}
+
+
+def test_submit_poll_and_report_equal_to_the_cli(service: Service) -> None:
+    demo = service.data_root / "dscan-demo"
+    with service.client() as client:
+        job = submit(client, demo, **DEMO_OPTIONS, force=True)
+        assert job["status"] == "queued" and job["url"].endswith(f"/api/v1/scans/{job['id']}")
+        state = wait_job(client, job["id"])
+        assert state["status"] == "succeeded", state
+        progress = state["progress"]
+        assert progress["shards_total"] > 3 and progress["shards_done"] == progress["shards_total"]
+        assert progress["items_done"] == state["summary"]["items_scanned"] > 5000
+        assert progress["fraction"] == 1.0
+        assert state["started"] and state["finished"] and state["duration_s"] is not None
+        report = client.get(f"/api/v1/scans/{job['id']}/report").json()
+    expected = cli_report(demo, "--num-classes", "10", "--batch-size", "32", "--config", str(_config(service)))
+    assert comparable(report) == comparable(expected)
+    codes = {f["code"] for f in report["findings"]}
+    assert {"V001", "V002", "S001", "S002", "L003"} <= codes
+    nan = next(f for f in report["findings"] if f["code"] == "V001")
+    assert nan["locations"][0]["path"] == "train.h5" and nan["locations"][0]["index"] == 17
+
+
+def _config(service: Service) -> Path:
+    """A dscan.toml carrying the service test's shard size, for the CLI run it is compared with."""
+    path = service.folder / "dscan.toml"
+    path.write_text(f"shard_bytes = {DEMO_OPTIONS['shard_bytes']}\n")
+    return path
+
+
+def test_report_formats_are_the_cli_renderers(service: Service) -> None:
+    with service.client() as client:
+        job = submit(client, service.data_root / "dscan-demo", num_classes=10, batch_size=32)
+        assert wait_job(client, job["id"])["status"] == "succeeded"
+        raw = client.get(f"/api/v1/scans/{job['id']}/report", params={"format": "json"})
+        assert raw.headers["content-type"].startswith("application/json")
+        report = Report.model_validate_json(raw.text)
+        for fmt, media in (("junit", "application/xml"), ("markdown", "text/markdown"), ("text", "text/plain")):
+            r = client.get(f"/api/v1/scans/{job['id']}/report", params={"format": fmt})
+            assert r.status_code == 200 and r.headers["content-type"].startswith(media)
+            assert r.text == render(report, fmt)
+        assert "train.h5" in client.get(f"/api/v1/scans/{job['id']}/report", params={"format": "text"}).text
+        bad = client.get(f"/api/v1/scans/{job['id']}/report", params={"format": "pdf"})
+        assert bad.status_code == 422
+
+
+def test_tokens_are_required(service: Service) -> None:
+    with service.client(token=None) as anonymous:
+        r = anonymous.get("/api/v1/scans")
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert "missing API token" in r.json()["detail"]
+        r = anonymous.post("/api/v1/scans", json={"path": str(service.data_root / "small")})
+        assert r.status_code == 401
+        assert anonymous.get("/healthz").status_code == 200
+    with service.client(token="wrong-token-000000000000") as wrong:
+        r = wrong.get("/api/v1/scans")
+        assert r.status_code == 401 and r.json()["detail"] == "invalid API token"
+    with service.client() as good:
+        assert good.get("/api/v1/scans").status_code == 200
+
+
+def test_paths_outside_the_roots_are_refused(service: Service, tmp_path: Path) -> None:
+    root = service.data_root
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (outside / "x.h5").write_bytes(b"\x89HDF\r\n\x1a\n")
+    link = root / f"escape-{os.getpid()}-{time.monotonic_ns()}"
+    link.symlink_to(outside, target_is_directory=True)
+    try:
+        cases = [
+            str(root / ".." / ".." / "etc"),
+            f"{root}/small/../../../{outside.name}",
+            str(link),
+            str(link / "x.h5"),
+            "/etc/passwd",
+            "../../../etc",
+        ]
+        with service.client() as client:
+            for path in cases:
+                r = client.post("/api/v1/scans", json={"path": path})
+                assert r.status_code == 403, (path, r.text)
+                assert "outside the data roots" in r.json()["detail"]
+            r = client.post("/api/v1/scans", json={"path": str(root / "small"), "root": "/etc"})
+            assert r.status_code == 403 and "root" in r.json()["detail"]
+            r = client.post("/api/v1/scans", json={"path": str(root / "no-such-dataset")})
+            assert r.status_code == 422 and "does not exist" in r.json()["detail"]
+            r = client.post("/api/v1/scans", json={"path": "small"})  # relative: inside the first root
+            assert r.status_code in (200, 202)
+    finally:
+        link.unlink()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"num_classes": 0}, "num_classes"),
+        ({"batch_size": "many"}, "batch_size"),
+        ({"fail_on": "sometimes"}, "fail_on"),
+        ({"max_locations": -1}, "max_locations"),
+        ({"bogus_option": 1}, "bogus_option"),
+        ({"select": ["X999"]}, "unknown check"),
+        ({"callback_url": "not a url"}, "callback_url"),
+    ],
+    ids=["num-classes-0", "batch-size-text", "fail-on", "max-locations", "unknown-field", "unknown-check", "bad-url"],
+)
+def test_bad_options_are_422_with_a_message(service: Service, body: dict[str, Any], message: str) -> None:
+    with service.client() as client:
+        r = client.post("/api/v1/scans", json={"path": str(service.data_root / "small"), **body})
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert isinstance(detail, str) and message in detail
+    assert "Traceback" not in r.text
+
+
+def test_malformed_requests(service: Service) -> None:
+    with service.client() as client:
+        r = client.post("/api/v1/scans", content=b"{not json", headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "JSON" in r.json()["detail"]
+        r = client.post("/api/v1/scans", json={})
+        assert r.status_code == 422 and "path" in r.json()["detail"]
+        assert client.get("/api/v1/scans/not-an-id").status_code == 422
+        assert client.get("/api/v1/scans/../../etc").status_code == 404
+        r = client.get(f"/api/v1/scans/{'0' * 32}")
+        assert r.status_code == 404 and "no scan" in r.json()["detail"]
+        assert client.get("/api/v1/scans", params={"status": "exploded"}).status_code == 422
+        assert client.get("/api/v1/scans", params={"limit": 0}).status_code == 422
+
+
+def test_large_bodies_are_413(service: Service) -> None:
+    big = {"path": str(service.data_root / "small"), "select": ["V001"] * 20_000}
+    data = json.dumps(big).encode()
+    assert len(data) > 65536
+    with service.client() as client:
+        r = client.post("/api/v1/scans", content=data, headers={"content-type": "application/json"})
+        assert r.status_code == 413
+
+        def chunks() -> Any:  # no Content-Length: the limit is counted while reading
+            for i in range(0, len(data), 8192):
+                yield data[i : i + 8192]
+
+        r = client.post("/api/v1/scans", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413
+
+
+def test_same_request_on_unchanged_data_is_deduplicated(service: Service, tmp_path: Path) -> None:
+    folder = service.data_root / f"dedup-{os.getpid()}-{time.monotonic_ns()}"
+    folder.mkdir()
+    import shutil
+
+    shutil.copy(service.data_root / "small" / "s0.h5", folder / "a.h5")
+    with service.client() as client:
+        first = submit(client, folder, num_classes=3)
+        assert first["deduplicated"] is False
+        again = client.post("/api/v1/scans", json={"path": str(folder), "num_classes": 3})
+        assert again.status_code == 200 and again.json()["id"] == first["id"] and again.json()["deduplicated"]
+        other_options = submit(client, folder, num_classes=4)
+        assert other_options["id"] != first["id"]
+        forced = client.post("/api/v1/scans", json={"path": str(folder), "num_classes": 3, "force": True})
+        assert forced.status_code == 202 and forced.json()["id"] != first["id"]
+        wait_job(client, forced.json()["id"])
+        stat = (folder / "a.h5").stat()
+        os.utime(folder / "a.h5", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        changed = submit(client, folder, num_classes=3)
+        assert changed["id"] not in (first["id"], forced.json()["id"])
+        assert not changed["deduplicated"]
+
+
+def test_list_is_newest_first_paginated_and_filtered(service: Service) -> None:
+    small = service.data_root / "small"
+    with service.client() as client:
+        ids = [submit(client, small / f"s{i}.h5", max_locations=7, force=True)["id"] for i in range(4)]
+        for job_id in ids:
+            wait_job(client, job_id)
+        page = client.get("/api/v1/scans", params={"limit": 2}).json()
+        assert page["total"] >= 4 and len(page["items"]) == 2 and page["next"]
+        seen = []
+        url: str | None = "/api/v1/scans?limit=2"
+        while url:
+            body = client.get(url).json()
+            seen += [item["id"] for item in body["items"]]
+            url = body["next"]
+        assert len(seen) == len(set(seen)) == page["total"]
+        mine = [job_id for job_id in seen if job_id in ids]
+        assert mine == list(reversed(ids))  # newest first
+        created = [item["created"] for item in client.get("/api/v1/scans", params={"limit": 500}).json()["items"]]
+        assert created == sorted(created, reverse=True)
+        done = client.get("/api/v1/scans", params={"status": "succeeded", "limit": 500}).json()
+        assert {i["status"] for i in done["items"]} == {"succeeded"} and set(ids) <= {i["id"] for i in done["items"]}
+        assert client.get("/api/v1/scans", params={"status": "cancelled", "limit": 500}).json()["total"] >= 0
+
+
+@pytest.mark.slow
+def test_cancel_stops_the_workers(service: Service) -> None:
+    slow = service.data_root / "slow"
+    with service.client() as client:
+        job = submit(client, slow, shard_bytes=4 << 20, force=True)
+        wait_job(client, job["id"], until=lambda s: s["progress"]["items_done"] > 0)
+        r = client.delete(f"/api/v1/scans/{job['id']}")
+        assert r.status_code == 202 and r.json()["status"] == "cancelled"
+        assert client.delete(f"/api/v1/scans/{job['id']}").status_code == 409
+        r = client.get(f"/api/v1/scans/{job['id']}/report")
+        assert r.status_code == 409 and "cancelled" in r.json()["detail"]
+        store = service.store_client()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and store.exists(service.key("job", job["id"], "plan")):
+            time.sleep(0.1)  # the merge callback of a cancelled job drops its work keys
+        assert not store.exists(service.key("job", job["id"], "plan"))
+        state = client.get(f"/api/v1/scans/{job['id']}").json()
+        assert state["status"] == "cancelled"
+        assert state["progress"]["shards_done"] < state["progress"]["shards_total"]
+        assert not store.exists(service.key("job", job["id"], "report"))
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    received: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["content-length"]))
+        _Receiver.received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_callback_is_posted_to_allowed_hosts_only(service: Service) -> None:
+    server = HTTPServer(("127.0.0.1", 0), _Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        with service.client() as client:
+            job = submit(client, service.data_root / "small", callback_url=url, force=True)
+            state = wait_job(client, job["id"])
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not any(m["id"] == job["id"] for m in _Receiver.received):
+                time.sleep(0.05)
+            message = next(m for m in _Receiver.received if m["id"] == job["id"])
+            assert message["status"] == state["status"] == "succeeded"
+            assert message["summary"] == state["summary"]
+            for host in ("http://example.com/hook", "http://169.254.169.254/latest", "http://localhost:1/x"):
+                r = client.post("/api/v1/scans", json={"path": str(service.data_root / "small"), "callback_url": host})
+                assert r.status_code == 422 and "not allowed" in r.json()["detail"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_health_ready_metrics_docs_and_logs(service: Service) -> None:
+    with service.client(token=None) as client:
+        assert client.get("/healthz").json()["status"] == "ok"
+        ready = client.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["workers_answering"] is True
+        assert client.get("/docs").status_code == 200
+        spec = client.get("/openapi.json").json()
+        assert {"/api/v1/scans", "/api/v1/scans/{job_id}", "/api/v1/scans/{job_id}/report"} <= set(spec["paths"])
+    with service.client() as client:
+        report = run_and_report(client, service.data_root / "small", max_locations=3, force=True)
+        assert report["summary"]["items_scanned"] > 0
+        metrics = httpx.get(f"{service.url}/metrics").text
+    assert 'dscan_jobs{status="succeeded"}' in metrics
+    assert "dscan_scan_duration_seconds_count" in metrics and "dscan_items_scanned_total" in metrics
+    assert "dscan_redis_up 1.0" in metrics
+    lines = [json.loads(line) for line in service.log("worker0").splitlines() if line.startswith("{")]
+    assert any(line.get("job_id") and "shard" in line["msg"] for line in lines)
+    api_lines = [json.loads(line) for line in service.log("api").splitlines() if line.startswith("{")]
+    assert any(line.get("job_id") and line.get("status") == 202 for line in api_lines)
+    assert TOKEN not in service.log("api")

@@ -38,7 +38,7 @@ class BlockSummary:
 
 def _as_float(data: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     if data.dtype.kind == "f" and data.dtype.itemsize >= 4:
-        return data
+        return data if data.dtype.isnative else data.astype(data.dtype.newbyteorder("="))
     return data.astype(np.float32 if data.dtype.itemsize <= 2 else np.float64)
 
 
@@ -49,60 +49,83 @@ def _channel_view(values: np.ndarray[Any, Any], meta: DatasetMeta) -> np.ndarray
     return values.reshape(values.shape[0], values.shape[1], -1)
 
 
-class Moments:
-    """Per-channel running moments of one dataset inside a shard, as numpy arrays (vectorised Chan merge)."""
+ILL_CONDITIONED = 0.01
+"""A channel whose block variance is below this fraction of its mean square is summed shifted (exactly)."""
 
-    __slots__ = ("count", "hi", "inf", "lo", "m2", "mean", "meta", "nan")
+
+class Moments:
+    """Running moments of one dataset inside a shard, per channel, as float64 arrays.
+
+    Two accumulators: plain sums of x and x² for well-conditioned blocks (the fast path: no temporary), and
+    sums of (x - ref) and (x - ref)² for blocks whose mean is large against their spread, where plain float32
+    sums would lose the variance to cancellation. ``to_stats`` combines both into (count, mean, M2, min, max),
+    which merge across shards with Chan's formula.
+    """
+
+    __slots__ = ("hi", "inf", "lo", "meta", "n", "nan", "ref", "s1", "s2", "t1", "t2", "tn")
 
     def __init__(self, meta: DatasetMeta) -> None:
         self.meta = meta
         c = meta.channels
-        self.count = np.zeros(c, np.int64)
-        self.mean = np.zeros(c, np.float64)
-        self.m2 = np.zeros(c, np.float64)
+        self.n = np.zeros(c, np.int64)
+        self.s1 = np.zeros(c, np.float64)
+        self.s2 = np.zeros(c, np.float64)
+        self.tn = np.zeros(c, np.int64)
+        self.t1 = np.zeros(c, np.float64)
+        self.t2 = np.zeros(c, np.float64)
+        self.ref = np.full(c, np.nan)
         self.lo = np.full(c, np.inf)
         self.hi = np.full(c, -np.inf)
         self.nan = 0
         self.inf = 0
 
-    def add(
-        self,
-        first: int,
-        n: np.ndarray[Any, Any],
-        sums: np.ndarray[Any, Any],
-        m2: np.ndarray[Any, Any],
-        lo: np.ndarray[Any, Any],
-        hi: np.ndarray[Any, Any],
-    ) -> None:
-        """Fold a batch: per channel count, sum, centred sum of squares (M2), min and max."""
-        sl = slice(first, first + n.size)
-        nb = n.astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_b = np.where(nb > 0, sums / np.maximum(nb, 1), 0.0)
-            m2_b = np.where(lo == hi, 0.0, np.maximum(0.0, m2))
-        na = self.count[sl].astype(np.float64)
-        total = na + nb
-        delta = mean_b - self.mean[sl]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            frac = np.where(total > 0, nb / np.maximum(total, 1), 0.0)
-            self.m2[sl] += m2_b + np.where(total > 0, delta * delta * na * frac, 0.0)
-        self.mean[sl] += delta * frac
-        self.count[sl] += n
-        self.lo[sl] = np.minimum(self.lo[sl], lo)
-        self.hi[sl] = np.maximum(self.hi[sl], hi)
+    def reference(self, sl: slice, first_row: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        ref = self.ref[sl]
+        unset = np.isnan(ref)
+        if unset.any():
+            with np.errstate(invalid="ignore"):
+                ref[unset] = np.where(np.isfinite(first_row[unset]), first_row[unset], 0.0)
+        return ref
+
+    def shifted(self, sl: slice, view: np.ndarray[Any, Any], mask: np.ndarray[Any, Any] | None, use: Any) -> None:
+        """Accumulate (x - ref) sums for the channels ``use`` of the block (``mask``: finite values only)."""
+        ref = self.reference(sl, view[0, :, 0].astype(np.float64))
+        with np.errstate(invalid="ignore"):
+            d = view.astype(np.float64) - ref[None, :, None]
+        if mask is not None:
+            d = np.where(mask, d, 0.0)
+            n = mask.sum(axis=(0, 2))
+        else:
+            n = np.full(view.shape[1], view.shape[0] * view.shape[2], np.int64)
+        self.tn[sl] += np.where(use, n, 0)
+        self.t1[sl] += np.where(use, d.sum(axis=(0, 2)), 0.0)
+        self.t2[sl] += np.where(use, np.einsum("ncj,ncj->c", d, d), 0.0)
 
     def to_stats(self) -> DatasetStats:
         m = self.meta
-        seen = self.count > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            nu, nt = self.n.astype(np.float64), self.tn.astype(np.float64)
+            mean_u = np.where(nu > 0, self.s1 / np.maximum(nu, 1), 0.0)
+            m2_u = np.maximum(0.0, self.s2 - self.s1 * mean_u)
+            ref = np.where(nt > 0, self.ref, 0.0)
+            mean_t = np.where(nt > 0, ref + self.t1 / np.maximum(nt, 1), 0.0)
+            m2_t = np.maximum(0.0, self.t2 - self.t1 * self.t1 / np.maximum(nt, 1))
+            total = nu + nt
+            frac = np.where(total > 0, nt / np.maximum(total, 1), 0.0)
+            delta = mean_t - mean_u
+            mean = mean_u + delta * frac
+            m2 = m2_u + m2_t + delta * delta * nu * frac
+        seen = total > 0
+        m2 = np.where(seen & (self.lo != self.hi), m2, 0.0)
         return DatasetStats(
             path=m.path,
             dataset=m.dataset,
             dtype=m.dtype,
             shape=list(m.shape),
             channel_axis=m.channel_axis,
-            count=self.count.tolist(),
-            mean=self.mean.tolist(),
-            m2=self.m2.tolist(),
+            count=(self.n + self.tn).tolist(),
+            mean=np.where(seen, mean, 0.0).tolist(),
+            m2=m2.tolist(),
             min=np.where(seen, self.lo, 0.0).tolist(),
             max=np.where(seen, self.hi, 0.0).tolist(),
             nan=self.nan,
@@ -126,39 +149,43 @@ def summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary:
         acc = moments[meta.stats_key] = Moments(meta)
     values = _as_float(block.data)
     view = _channel_view(values, meta)
-    first_channel = block.offset[1] if meta.channel_axis is not None and len(block.offset) > 1 else 0
     if view.size == 0:
         return BlockSummary(True, 0.0, 0.0, values)
-    axes = (0, 2)
-    lo = view.min(axis=axes)  # NaN and Inf propagate into min/max: no separate isfinite pass
-    hi = view.max(axis=axes)
+    first = block.offset[1] if meta.channel_axis is not None and len(block.offset) > 1 else 0
+    sl = slice(first, first + view.shape[1])
+    flat = view.reshape(view.shape[0], view.shape[1]) if view.shape[2] == 1 else None
+    if flat is not None:  # N x F tables: reductions along rows are fastest on the 2-D view
+        lo, hi = flat.min(axis=0), flat.max(axis=0)
+    else:
+        lo, hi = view.min(axis=(0, 2)), view.max(axis=(0, 2))
+    # NaN and Inf propagate into min and max: no separate isfinite pass.
     finite = bool(np.isfinite(lo).all() and np.isfinite(hi).all())
     if finite:
-        # Moments of the values shifted by a reference per channel (its first value in the block): the
-        # float32 reductions stay exact enough even when the mean is large against the spread.
-        ref = view[0, :, 0].copy()
-        shifted = view - ref[None, :, None]
+        if flat is not None:
+            sums = flat.sum(axis=0, dtype=view.dtype).astype(np.float64)
+            squares = np.einsum("nc,nc->c", flat, flat).astype(np.float64)
+        else:
+            sums = view.sum(axis=(0, 2), dtype=view.dtype).astype(np.float64)
+            squares = np.einsum("ncj,ncj->c", view, view).astype(np.float64)
         per = view.shape[0] * view.shape[2]
-        dsum = shifted.sum(axis=axes).astype(np.float64)
-        dsq = np.einsum("ncj,ncj->c", shifted, shifted).astype(np.float64)
-        counts = np.full(view.shape[1], per, np.int64)
-        sums = dsum + per * ref.astype(np.float64)
-        sq_centered = dsq - dsum * dsum / per
+        mean = sums / per
+        ill = (squares / per - mean * mean < ILL_CONDITIONED * squares / per) & (lo != hi)
+        well = ~ill
+        acc.n[sl] += np.where(well, per, 0)
+        acc.s1[sl] += np.where(well, sums, 0.0)
+        acc.s2[sl] += np.where(well, squares, 0.0)
+        if ill.any():
+            acc.shifted(sl, view, None, ill)
     else:
         mask = np.isfinite(view)
         acc.nan += int(np.isnan(view).sum())
         acc.inf += int(np.isinf(view).sum())
-        clean = np.where(mask, view, 0.0)
-        counts = mask.sum(axis=axes).astype(np.int64)
-        lo = np.where(mask, view, np.inf).min(axis=axes)
-        hi = np.where(mask, view, -np.inf).max(axis=axes)
-        sums = clean.sum(axis=axes, dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = sums / np.maximum(counts, 1)
-            dev = np.where(mask, view - mean[None, :, None].astype(view.dtype), 0.0)
-        sq_centered = np.einsum("ncj,ncj->c", dev, dev, dtype=np.float64)
-    acc.add(first_channel, counts, sums, sq_centered, lo.astype(np.float64), hi.astype(np.float64))
-    seen = counts > 0
+        acc.shifted(sl, view, mask, True)
+        lo = np.where(mask, view, np.inf).min(axis=(0, 2))
+        hi = np.where(mask, view, -np.inf).max(axis=(0, 2))
+    np.minimum(acc.lo[sl], lo, out=acc.lo[sl])
+    np.maximum(acc.hi[sl], hi, out=acc.hi[sl])
+    seen = np.isfinite(lo)
     if not seen.any():
         return BlockSummary(finite, 0.0, 0.0, values)
     return BlockSummary(finite, float(lo[seen].min()), float(hi[seen].max()), values)

@@ -1,20 +1,14 @@
-"""Report renderers: text (terminal), json, junit, markdown. One module per format."""
+"""Report renderers: text (terminal), json, junit, markdown. One module per format, imported when used."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 
 from ..errors import UsageError
 from ..report import Report
-from . import json_format, junit, markdown, text
 
-RENDERERS: dict[str, Callable[[Report], str]] = {
-    "text": text.render,
-    "json": json_format.render,
-    "junit": junit.render,
-    "markdown": markdown.render,
-}
-FORMATS = tuple(RENDERERS)
+FORMATS = ("text", "json", "junit", "markdown")
+MODULES = {"text": "text", "json": "json_format", "junit": "junit", "markdown": "markdown"}
 MEDIA_TYPES = {
     "text": "text/plain; charset=utf-8",
     "json": "application/json",
@@ -24,10 +18,11 @@ MEDIA_TYPES = {
 
 
 def render(report: Report, fmt: str) -> str:
-    try:
-        return RENDERERS[fmt](report)
-    except KeyError:
-        raise UsageError(f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})") from None
+    if fmt not in MODULES:
+        raise UsageError(f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
+    module = importlib.import_module(f"{__name__}.{MODULES[fmt]}")
+    text: str = module.render(report)
+    return text
 
 
-__all__ = ["FORMATS", "MEDIA_TYPES", "RENDERERS", "render"]
+__all__ = ["FORMATS", "MEDIA_TYPES", "render"]

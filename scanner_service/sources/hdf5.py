@@ -15,6 +15,7 @@ A block that fails is read again chunk by chunk, so a damaged chunk costs only i
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import math
 import os
@@ -32,9 +33,6 @@ from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout
 from .base import Plan, Shard, Source, SourceInfo
-
-with contextlib.suppress(ImportError):  # registers plugin filters (blosc, lz4, zstd, bitshuffle ...) with HDF5
-    import hdf5plugin  # noqa: F401
 
 try:
     from isal import isal_zlib as fast_zlib
@@ -66,6 +64,16 @@ FILTER_PACKAGES: dict[int, tuple[str, str]] = {
     32024: ("sz3", "hdf5plugin"),
     32026: ("blosc2", "hdf5plugin"),
 }
+
+
+def missing_filters(filter_ids: list[int]) -> list[int]:
+    """The filters HDF5 cannot apply here; registers hdf5plugin's filters first when one is missing."""
+    missing = [fid for fid in filter_ids if not h5py.h5z.filter_avail(fid)]
+    if missing:
+        with contextlib.suppress(ImportError):  # blosc, lz4, zstd, bitshuffle ... (imported only when needed)
+            importlib.import_module("hdf5plugin")
+        missing = [fid for fid in missing if not h5py.h5z.filter_avail(fid)]
+    return missing
 
 
 def has_signature(path: Path) -> bool:
@@ -215,19 +223,13 @@ class Hdf5Source(Source):
             dtype = obj.dtype
             if dtype.kind not in "fiu":
                 return
-            for fid in _filters(obj):
-                if not h5py.h5z.filter_avail(fid):
-                    fname, package = FILTER_PACKAGES.get(fid, (f"id {fid}", "the filter's HDF5 plugin"))
-                    partial.add(
-                        "S003",
-                        Location(
-                            path=rel,
-                            line=line,
-                            dataset=full,
-                            detail=f"filter {fname} (id {fid}) is not available: install {package}",
-                        ),
-                    )
-                    return
+            unavailable = missing_filters(_filters(obj))
+            if unavailable:
+                fid = unavailable[0]
+                fname, package = FILTER_PACKAGES.get(fid, (f"id {fid}", "the filter's HDF5 plugin"))
+                detail = f"filter {fname} (id {fid}) is not available: install {package}"
+                partial.add("S003", Location(path=rel, line=line, dataset=full, detail=detail))
+                return
             shape = tuple(int(n) for n in obj.shape) if obj.shape is not None else ()
             if math.prod(shape) == 0 if shape else False:
                 partial.add("S006", Location(path=rel, line=line, dataset=full, detail=f"shape {shape}"))
@@ -386,6 +388,7 @@ class _SegmentReader:
             yield from self._label_blocks()
             return
         plist = self.ds.id.get_create_plist()
+        missing_filters(_filters(self.ds))  # a fresh worker process registers plugin filters here
         layout = plist.get_layout()
         chunks = self.ds.chunks
         if layout == h5py.h5d.CHUNKED and chunks is not None:
@@ -474,52 +477,78 @@ class _SegmentReader:
         )
 
     def _own_chunks(self, chunks: tuple[int, ...]) -> Iterator[Any]:
-        """Raw chunks from the chunk index, decoded here (none, shuffle, deflate)."""
+        """Raw chunks from the chunk index, decoded here (none, shuffle, deflate).
+
+        Chunks that span whole rows are gathered, consecutive along the first axis, into blocks of about
+        ``block_bytes``, so the per-block work is paid once per block, not once per chunk.
+        """
         chunk_bytes = math.prod(chunks) * self.dtype.itemsize
-        buf = bytearray(chunk_bytes)
+        whole_rows = tuple(chunks[1:]) == tuple(self.shape[1:])
+        group = max(1, self.block_bytes // chunk_bytes) if whole_rows else 1
+        buf = bytearray(group * chunk_bytes)
         view = memoryview(buf)
         filters = _filters(self.ds)
-        fill = self.ds.fillvalue
+        rest = (0,) * (len(self.shape) - 1)
+        filled, block_start = 0, self.seg["start"]
+
+        def flush() -> NumericBlock:
+            rows = min(filled * chunks[0], self.shape[0] - block_start)
+            data = np.frombuffer(buf, self.dtype, count=rows * self.row_bytes // self.dtype.itemsize)
+            return self._block(data.reshape(rows, *self.shape[1:]), (block_start, *rest))
+
         for offset in self._chunk_offsets(chunks, self.seg["start"], self.seg["stop"]):
             label = _chunk_label(offset, chunks)
             valid = tuple(slice(0, min(c, s - o)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
-            stop = offset[0] + valid[0].stop
+            target = view[filled * chunk_bytes : (filled + 1) * chunk_bytes]
             try:
-                info = self.ds.id.get_chunk_info_by_coord(offset)
-                if info.byte_offset is None:
-                    data = np.full(chunks, fill, self.dtype)
-                elif not filters:
-                    got = os.preadv(self.fd, [view], info.byte_offset)
-                    if got != chunk_bytes:
-                        yield self._failure(
-                            offset[0], stop, label, OSError(f"chunk truncated: {got} of {chunk_bytes} bytes")
-                        )
-                        continue
-                    data = np.frombuffer(buf, self.dtype).reshape(chunks)
-                else:
-                    mask, raw = self.ds.id.read_direct_chunk(offset)
-                    data = self._decode(raw, mask, filters, chunks)
+                self._read_chunk(offset, target, filters, chunk_bytes)
             except (OSError, RuntimeError, ValueError, ZLIB_ERROR) as exc:
-                yield self._failure(offset[0], stop, label, exc)
+                if filled:
+                    yield flush()
+                yield self._failure(offset[0], offset[0] + valid[0].stop, label, exc)
+                filled, block_start = 0, offset[0] + chunks[0]
                 continue
-            yield self._block(data[valid], offset)
+            if group == 1:
+                data = np.frombuffer(buf, self.dtype).reshape(chunks)
+                yield self._block(data[valid], offset)
+                block_start = offset[0] + chunks[0]
+                continue
+            filled += 1
+            if filled == group:
+                yield flush()
+                filled, block_start = 0, offset[0] + chunks[0]
+        if filled:
+            yield flush()
 
-    def _decode(self, raw: bytes, mask: int, filters: list[int], chunks: tuple[int, ...]) -> np.ndarray[Any, Any]:
-        expected = math.prod(chunks) * self.dtype.itemsize
+    def _read_chunk(self, offset: tuple[int, ...], target: memoryview, filters: list[int], size: int) -> None:
+        """Decode the chunk at ``offset`` into ``target`` (exactly ``size`` bytes); raises on damage."""
+        info = self.ds.id.get_chunk_info_by_coord(offset)
+        if info.byte_offset is None:  # never written: the fill value
+            np.frombuffer(target, self.dtype)[:] = self.ds.fillvalue
+            return
+        if not filters:
+            got = os.preadv(self.fd, [target], info.byte_offset)
+            if got != size:
+                raise OSError(f"chunk truncated: {got} of {size} bytes")
+            return
+        mask, raw = self.ds.id.read_direct_chunk(offset)
         data: bytes = raw
+        shuffled = False
         for i in reversed(range(len(filters))):
             if mask & (1 << i):
                 continue
             if filters[i] == FILTER_DEFLATE:
-                data = fast_zlib.decompress(data, bufsize=expected)
+                data = fast_zlib.decompress(data, bufsize=size)
             elif filters[i] == FILTER_SHUFFLE:
-                size = self.dtype.itemsize
-                if size > 1 and len(data) == expected:
-                    src = np.frombuffer(data, np.uint8).reshape(size, -1)
-                    data = np.ascontiguousarray(src.T).tobytes()
-        if len(data) != expected:
-            raise ValueError(f"chunk decodes to {len(data)} bytes, expected {expected}")
-        return np.frombuffer(data, self.dtype).reshape(chunks)
+                shuffled = self.dtype.itemsize > 1
+        if len(data) != size:
+            raise ValueError(f"chunk decodes to {len(data)} bytes, expected {size}")
+        out = np.frombuffer(target, np.uint8)
+        if shuffled:  # HDF5's shuffle stores byte 0 of every value, then byte 1 ...: transpose back
+            width = self.dtype.itemsize
+            out.reshape(-1, width)[:] = np.frombuffer(data, np.uint8).reshape(width, -1).T
+        else:
+            out[:] = np.frombuffer(data, np.uint8)
 
     def _contiguous(self) -> Iterator[Any]:
         base = self.ds.id.get_offset()

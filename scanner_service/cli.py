@@ -17,7 +17,6 @@ from . import __version__, checks
 from .config import load_config
 from .errors import DscanError
 from .render import FORMATS, render
-from .render import text as text_render
 from .report import Report
 from .runner import scan
 
@@ -103,6 +102,8 @@ CONFIG_FLAGS = (
 
 
 def emit(report: Report, fmt: str, output: Path | None) -> None:
+    from .render import text as text_render
+
     if output is not None:
         output.write_text(render(report, fmt), encoding="utf-8")
         if fmt != "text":

@@ -31,11 +31,11 @@ class Location(BaseModel):
 
     def short(self) -> str:
         """One-line human form: ``file.h5:/data[12]``, ``train.txt:7``, ``data.mdb key 00000042``."""
-        text = self.path
+        text = "" if self.path == "." and (self.dataset or self.key) else self.path
         if self.line is not None:
             text += f":{self.line}"
         if self.dataset:
-            text += f":{self.dataset}"
+            text += f":{self.dataset}" if text else self.dataset
         if self.index is not None:
             text += f"[{self.index}]"
         if self.chunk:

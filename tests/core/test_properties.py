@@ -126,3 +126,14 @@ def test_label_runs_merge_in_any_order(labels: list[int], block: int, seed: int)
     assert (
         sorted((loc["index"], int(loc["detail"].split()[0])) for loc in (found["locations"] if found else [])) == runs
     )
+
+
+def test_worker_count_does_not_change_the_report(tmp_path: Path) -> None:
+    from scanner_service import scan
+    from scanner_service.demo import build_demo
+
+    root = build_demo(tmp_path)
+    config = ScanConfig(num_classes=10, batch_size=32, shard_bytes=1 << 15, max_locations=50)
+    reports = [comparable(scan(root, config, workers=n).model_dump(mode="json")) for n in (0, 1, 2)]
+    assert reports[0] == reports[1] == reports[2]
+    assert {f["code"] for f in reports[0]["findings"]} >= {"V001", "V002", "S001", "S002", "L001", "L003"}

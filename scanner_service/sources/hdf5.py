@@ -96,9 +96,13 @@ def is_hdf5_path(path: Path) -> bool:
     return path.suffix.lower() in SUFFIXES or has_signature(path)
 
 
+CHUNK_CACHE_BYTES = 16 << 20
+"""HDF5 1.x caches only 1 MiB of chunks per dataset: row blocks that span chunks then decode them repeatedly."""
+
+
 def open_h5(path: Path) -> h5py.File:
     """Open read-only, without HDF5's file locking (read-only media, shared filesystems)."""
-    return h5py.File(path, "r", locking=False)
+    return h5py.File(path, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES)
 
 
 def is_label_name(name: str, labels_option: str | None) -> bool:

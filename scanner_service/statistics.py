@@ -6,6 +6,7 @@ still in cache; blocks with NaN or Inf take a slower masked path, which is where
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,6 +190,29 @@ def summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary:
     if not seen.any():
         return BlockSummary(finite, 0.0, 0.0, values)
     return BlockSummary(finite, float(lo[seen].min()), float(hi[seen].max()), values)
+
+
+def emit_samples(
+    ctx: Any,
+    code: str,
+    block: NumericBlock,
+    mask: np.ndarray[Any, Any],
+    describe: Callable[[np.ndarray[Any, Any], np.ndarray[Any, Any]], str],
+) -> None:
+    """Report every sample of ``block`` where ``mask`` holds: one place per sample, one value per hit.
+
+    ``describe(sample_mask, sample_values)`` words the detail of one sample (only the first ``cap`` are built).
+    """
+    rows = rows_where(mask)
+    if rows.size == 0:
+        return
+    flat = mask.reshape(mask.shape[0], -1) if mask.ndim > 1 else mask.reshape(-1, 1)
+    values = block.data.reshape(flat.shape)
+    locations = [
+        block.locate(int(r)).model_copy(update={"chunk": block.chunk, "detail": describe(flat[r], values[r])})
+        for r in rows[: ctx.partial.cap]
+    ]
+    ctx.emit_many(code, int(rows.size), int(mask.sum()), locations)
 
 
 def rows_where(mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..config import FLOAT16_MAX
 from ..context import ScanContext
 from ..items import NumericBlock
 from ..severity import Severity
-from ..statistics import BlockSummary, rows_where
+from ..statistics import BlockSummary, emit_samples
 from .base import Check
 
 CHECK = Check(
@@ -29,6 +31,10 @@ CHECK = Check(
 )
 
 
+def _detail(hits: np.ndarray[Any, Any], values: np.ndarray[Any, Any]) -> str:
+    return f"max |value| {float(np.abs(values[hits]).max()):.6g}"
+
+
 def on_numeric(block: NumericBlock, summary: BlockSummary, ctx: ScanContext) -> None:
     if block.data.dtype.kind != "f" or block.data.dtype.itemsize <= 2 or not ctx.wants(CHECK.code):
         return
@@ -36,13 +42,4 @@ def on_numeric(block: NumericBlock, summary: BlockSummary, ctx: ScanContext) -> 
         return
     with np.errstate(invalid="ignore"):
         mask = np.isfinite(summary.values) & (np.abs(summary.values) > FLOAT16_MAX)
-    rows = rows_where(mask)
-    flat = mask.reshape(mask.shape[0], -1) if mask.ndim > 1 else mask.reshape(-1, 1)
-    vals = np.abs(summary.values.reshape(flat.shape))
-    locs = [
-        block.locate(int(r)).model_copy(
-            update={"chunk": block.chunk, "detail": f"max |value| {float(vals[r][flat[r]].max()):.6g}"}
-        )
-        for r in rows[: ctx.partial.cap]
-    ]
-    ctx.emit_many(CHECK.code, int(rows.size), int(mask.sum()), locs)
+    emit_samples(ctx, CHECK.code, block, mask, _detail)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..context import ScanContext
 from ..items import NumericBlock
 from ..severity import Severity
-from ..statistics import BlockSummary, rows_where
+from ..statistics import BlockSummary, emit_samples
 from .base import Check
 
 CHECK = Check(
@@ -29,21 +31,12 @@ CHECK = Check(
 )
 
 
+def _detail(hits: np.ndarray[Any, Any], values: np.ndarray[Any, Any]) -> str:
+    pos = int((hits & (values > 0)).sum())
+    neg = int(hits.sum()) - pos
+    return ", ".join([f"{pos} +Inf"] * bool(pos) + [f"{neg} -Inf"] * bool(neg))
+
+
 def on_numeric(block: NumericBlock, summary: BlockSummary, ctx: ScanContext) -> None:
-    if summary.all_finite or not ctx.wants(CHECK.code):
-        return
-    mask = np.isinf(summary.values)
-    rows = rows_where(mask)
-    if rows.size == 0:
-        return
-    flat = mask.reshape(mask.shape[0], -1) if mask.ndim > 1 else mask.reshape(-1, 1)
-    vals = summary.values.reshape(flat.shape)
-    cap = ctx.partial.cap
-    locs = []
-    for r in rows[:cap]:
-        pos = int((flat[r] & (vals[r] > 0)).sum())
-        neg = int(flat[r].sum()) - pos
-        parts = [f"{pos} +Inf"] if pos else []
-        parts += [f"{neg} -Inf"] if neg else []
-        locs.append(block.locate(int(r)).model_copy(update={"chunk": block.chunk, "detail": ", ".join(parts)}))
-    ctx.emit_many(CHECK.code, int(rows.size), int(mask.sum()), locs)
+    if not summary.all_finite and ctx.wants(CHECK.code):
+        emit_samples(ctx, CHECK.code, block, np.isinf(summary.values), _detail)

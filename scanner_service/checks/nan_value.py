@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..context import ScanContext
 from ..items import NumericBlock
 from ..severity import Severity
-from ..statistics import BlockSummary, rows_where
+from ..statistics import BlockSummary, emit_samples
 from .base import Check
 
 CHECK = Check(
@@ -30,19 +32,11 @@ CHECK = Check(
 )
 
 
+def _detail(hits: np.ndarray[Any, Any], _values: np.ndarray[Any, Any]) -> str:
+    n = int(hits.sum())
+    return f"{n} NaN value{'s' if n > 1 else ''}"
+
+
 def on_numeric(block: NumericBlock, summary: BlockSummary, ctx: ScanContext) -> None:
-    if summary.all_finite or not ctx.wants(CHECK.code):
-        return
-    mask = np.isnan(summary.values)
-    rows = rows_where(mask)
-    if rows.size == 0:
-        return
-    per_row = mask.reshape(mask.shape[0], -1).sum(axis=1) if mask.ndim > 1 else mask.astype(np.int64)
-    cap = ctx.partial.cap
-    locs = [
-        block.locate(int(r)).model_copy(
-            update={"chunk": block.chunk, "detail": f"{int(per_row[r])} NaN value{'s' if per_row[r] > 1 else ''}"}
-        )
-        for r in rows[:cap]
-    ]
-    ctx.emit_many(CHECK.code, int(rows.size), int(mask.sum()), locs)
+    if not summary.all_finite and ctx.wants(CHECK.code):
+        emit_samples(ctx, CHECK.code, block, np.isnan(summary.values), _detail)

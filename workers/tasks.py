@@ -15,11 +15,14 @@ finding. So the job always ends.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import multiprocessing
 import os
 import socket
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -134,8 +137,26 @@ def isolate(kind: str, path: str, shard: Shard, config: ScanConfig, tracker: Tra
     pieces = engine.split_shard(kind, path, shard, config)
     if not pieces:
         return engine.crash_partial(kind, path, shard, config, reason)
-    pool = ShardPool(kind, path, config, 1)
-    return merge(pool.run(pieces, tracker.advance))
+    with children_allowed():
+        pool = ShardPool(kind, path, config, 1)
+        merged = merge(pool.run(pieces, tracker.advance))
+    merged.shards = 1  # still one shard of the plan, however many pieces it was read in
+    return merged
+
+
+@contextlib.contextmanager
+def children_allowed() -> Iterator[None]:
+    """Celery's pool processes are marked daemonic, and multiprocessing refuses children to daemonic
+    processes. The pool's readers are joined or killed before this returns, so lift the mark meanwhile."""
+    current = multiprocessing.current_process()
+    config: dict[str, Any] = current._config  # type: ignore[attr-defined]
+    daemon = config.get("daemon")
+    config["daemon"] = False
+    try:
+        yield
+    finally:
+        if daemon is not None:
+            config["daemon"] = daemon
 
 
 @app.task(name=TaskName.SHARD.value, **RETRY)

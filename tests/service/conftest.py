@@ -32,8 +32,8 @@ from scanner_service.demo import build_demo
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdef"
-SLOW_ROWS = 32 * 1024  # 128 MB of float32 rows of 4 KB, gzip: a few tenths of a second per 16 MB shard
-SLOW_SHARD_BYTES = 16 << 20
+SLOW_ROWS = 32 * 1024  # 128 MB of float32 rows of 4 KB, gzip: about 0.2 s per 32 MB shard
+SLOW_SHARD_BYTES = 32 << 20
 
 
 def free_port() -> int:

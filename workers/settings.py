@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     visibility_timeout_s: int | None = Field(
         None, ge=1, description="an unacknowledged task of a dead worker node is redelivered after this"
     )
+    restore_interval_s: int = Field(
+        10, ge=1, le=3600, description="how often workers look for tasks of dead worker nodes to redeliver"
+    )
     worker_max_memory_kb: int = Field(2_000_000, ge=10_000, description="a worker process is replaced above this")
     max_deliveries: int = Field(2, ge=1, le=10, description="deliveries that kill their worker before a split")
     callback_timeout_s: float = Field(5.0, gt=0, le=60)
@@ -158,6 +161,8 @@ class Settings(BaseSettings):
             "broker_transport_options": {
                 "global_keyprefix": prefix,
                 "visibility_timeout": self.redelivery_s,
+                "unacked_restore_interval": self.restore_interval_s,
+                "unacked_restore_throttle": 1,
                 **timeouts,
             },
             "result_backend_transport_options": {"global_keyprefix": prefix},

@@ -95,7 +95,7 @@ def test_shard_that_kills_its_worker_twice_is_isolated(make_service: Callable[..
 
 
 def test_worker_node_killed_whole_is_redelivered_elsewhere(make_service: Callable[..., Service]) -> None:
-    svc = make_service(workers=[1], env={"DSCAN_VISIBILITY_TIMEOUT_S": "3"})
+    svc = make_service(workers=[1], env={"DSCAN_VISIBILITY_TIMEOUT_S": "3", "DSCAN_RESTORE_INTERVAL_S": "1"})
     slow = svc.data_root / "slow"
     with svc.client() as client:
         reference = run_and_report(client, slow, **OPTIONS)

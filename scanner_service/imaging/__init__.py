@@ -1,0 +1,146 @@
+"""Inspecting encoded images: is it an image, does it decode, what will it do to training code.
+
+The stable interface, for every source that holds encoded images (image folders and lists, LMDB values):
+
+- ``inspect_image(data, name="", max_pixels=...) -> Verdict``: one pass over the bytes; never raises.
+  ``name`` is the file name (its extension is compared with the content), '' when there is none.
+- ``Verdict``: plain data the image checks read (see ``verdict.py``).
+- ``decoder_entry(verdict) -> (info key, description) | None``: which decoder, which version judged it,
+  for the report's ``info`` (decoders disagree between versions).
+
+Who judges what: JPEG, strict libjpeg-turbo via simplejpeg at 1/8 scale (``jpeg.py``; Pillow where the
+TurboJPEG interface refuses a file); PNG, a structural check (``png.py``); everything else Pillow, every
+frame (``pillow.py``). Content types come from magic bytes (``sniff.py``), never from the extension.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+from .jpeg import inspect_jpeg
+from .pillow import constant_value, judge
+from .png import inspect_png
+from .sniff import UNREADABLE, claimed_format, describe, sniff
+from .verdict import Verdict
+
+DEFAULT_MAX_PIXELS = 178_956_970
+"""Twice Pillow's own limit (the point where Pillow raises DecompressionBombError)."""
+
+WEAK_MAGIC = frozenset({"tga"})
+"""Formats Pillow recognises without a reliable signature: trusted only when the extension claims them."""
+
+PRIMARY = {"jpeg": "jpeg", "png": "png"}
+"""The judge of a format when nothing falls back (Pillow for every other format)."""
+
+
+def inspect_image(data: bytes | memoryview, name: str = "", max_pixels: int = DEFAULT_MAX_PIXELS) -> Verdict:
+    """Inspect one encoded image. Never raises: whatever goes wrong is in the verdict."""
+    verdict = Verdict()
+    if len(data) == 0:
+        verdict.empty = True
+        return verdict
+    fmt = sniff(data[:64])
+    if fmt is None:
+        _without_magic(data, name, verdict, max_pixels)
+        return verdict
+    verdict.format = fmt
+    if fmt in UNREADABLE:
+        verdict.error = UNREADABLE[fmt]
+        return verdict
+    try:
+        if fmt == "jpeg":
+            inspect_jpeg(data, verdict, max_pixels, _jpeg_fallback(max_pixels))
+        elif fmt == "png":
+            inspect_png(data, verdict, max_pixels, constant_value)
+        else:
+            judge(data, verdict, max_pixels)
+    except MemoryError:
+        verdict.error = "out of memory while decoding"
+    except Exception:  # a flaw in a parser here must not become a false error: Pillow decides
+        second = Verdict(format=fmt)
+        judge(data, second, max_pixels, fallback=True)
+        return second
+    return verdict
+
+
+def _jpeg_fallback(max_pixels: int) -> Any:
+    def fallback(data: Any, verdict: Verdict) -> None:
+        judge(data, verdict, max_pixels, fallback=True)
+
+    return fallback
+
+
+def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pixels: int) -> None:
+    """Content no signature matches: Pillow may still know it (TGA, XPM ...); else it is no image."""
+    probe = Verdict()
+    judge(data, probe, max_pixels)
+    known = probe.format is not None and probe.format != "unknown"
+    if known and (probe.format not in WEAK_MAGIC or claimed_format(name) == probe.format):
+        for slot in Verdict.__slots__:
+            setattr(verdict, slot, getattr(probe, slot))
+        return
+    verdict.format = None
+    verdict.content = describe(data[:512])
+
+
+@functools.cache
+def _libjpeg_turbo_version() -> str:
+    """The libjpeg-turbo version built into simplejpeg (it reports none; the library names itself)."""
+    import simplejpeg
+
+    try:
+        for lib in Path(simplejpeg.__file__).parent.glob("_jpeg*"):
+            found = re.search(rb"libjpeg-turbo version ([0-9.]+)", lib.read_bytes())
+            if found:
+                return found.group(1).decode()
+    except OSError:
+        pass
+    return "(version unknown)"
+
+
+@functools.cache
+def _describe_judge(judge_key: str, fmt: str) -> str:
+    import PIL
+    from PIL import features
+
+    if judge_key == "jpeg":
+        import simplejpeg
+
+        return f"libjpeg-turbo {_libjpeg_turbo_version()} via simplejpeg {simplejpeg.__version__} (strict)"
+    if judge_key == "png":
+        import isal
+
+        return f"dscan PNG structure check (chunk CRCs; IDAT inflated with isal {isal.__version__})"
+    library = {"jpeg": "jpg", "tiff": "libtiff", "webp": "webp", "jpeg2000": "jpg_2000", "avif": "avif"}.get(
+        fmt
+    )
+    version = features.version(library) if library else None
+    names = {"jpg": "libjpeg-turbo", "jpg_2000": "openjpeg", "webp": "libwebp", "avif": "libavif"}
+    suffix = f" ({names.get(library or '', library)} {version})" if library and version else ""
+    return f"Pillow {PIL.__version__}{suffix}"
+
+
+def decoder_entry(verdict: Verdict) -> tuple[str, str] | None:
+    """The report ``info`` entry naming the decoder that judged ``verdict`` (None if none decoded)."""
+    if not verdict.judge or verdict.format is None:
+        return None
+    fmt = verdict.format
+    key = f"decoder.{fmt}" if PRIMARY.get(fmt, "pillow") == verdict.judge else f"decoder.{fmt}.fallback"
+    return key, _describe_judge(verdict.judge, fmt)
+
+
+def judge_label(verdict: Verdict) -> str:
+    """A short name of the judging decoder for finding details ('libjpeg-turbo 3.1.2', 'Pillow 13.0.0')."""
+    if verdict.judge == "jpeg":
+        return f"libjpeg-turbo {_libjpeg_turbo_version()}"
+    if verdict.judge == "png":
+        return "PNG structure check"
+    import PIL
+
+    return f"Pillow {PIL.__version__}"
+
+
+__all__ = ["DEFAULT_MAX_PIXELS", "Verdict", "claimed_format", "decoder_entry", "inspect_image", "judge_label"]

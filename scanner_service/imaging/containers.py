@@ -1,0 +1,41 @@
+"""Where GIF and WebP files end by their own structure, to measure trailing data and truncation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def gif_end(data: Any) -> int:
+    """Offset just past the GIF trailer (0x3B); -1 when the block structure ends before it."""
+    n = len(data)
+    if n < 13:
+        return -1
+    packed = data[10]
+    pos = 13 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)
+    while pos < n:
+        block = data[pos]
+        if block == 0x3B:
+            return pos + 1
+        if block == 0x21:
+            pos += 2
+        elif block == 0x2C:
+            if pos + 10 > n:
+                return -1
+            local = data[pos + 9]
+            pos += 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0) + 1  # descriptor, palette, LZW size
+        else:
+            return -1
+        while pos < n:  # data sub-blocks, ended by a zero-length block
+            size = data[pos]
+            pos += 1 + size
+            if size == 0:
+                break
+    return -1
+
+
+def riff_end(data: Any) -> int:
+    """Offset just past a RIFF (WebP) container as its header declares it (padded to even)."""
+    if len(data) < 8:
+        return -1
+    size = int.from_bytes(data[4:8], "little") + 8
+    return size + (size & 1)

@@ -1,0 +1,50 @@
+"""The EXIF orientation tag, read from a TIFF-structured EXIF block without decoding anything else."""
+
+from __future__ import annotations
+
+import struct
+
+ORIENTATION_TAG = 0x0112
+
+ORIENTATION_TEXT = {
+    2: "mirroring left to right",
+    3: "rotating 180°",
+    4: "mirroring top to bottom",
+    5: "transposing (mirrored along the main diagonal)",
+    6: "rotating 90° clockwise",
+    7: "transversing (mirrored along the other diagonal)",
+    8: "rotating 90° counter-clockwise",
+}
+"""What the stored pixels need to be shown upright (what ImageOps.exif_transpose does)."""
+
+
+def orientation(tiff: bytes | memoryview) -> int | None:
+    """The orientation (1-8) in IFD0 of an EXIF block starting with its TIFF header; None if absent or bad."""
+    if len(tiff) < 8:
+        return None
+    order = bytes(tiff[:2])
+    if order == b"II":
+        endian = "<"
+    elif order == b"MM":
+        endian = ">"
+    else:
+        return None
+    try:
+        (magic, ifd) = struct.unpack_from(endian + "HI", tiff, 2)
+        if magic != 42 or ifd + 2 > len(tiff):
+            return None
+        (count,) = struct.unpack_from(endian + "H", tiff, ifd)
+        pos = ifd + 2
+        for _ in range(min(count, 512)):
+            if pos + 12 > len(tiff):
+                return None
+            tag, typ, n = struct.unpack_from(endian + "HHI", tiff, pos)
+            if tag == ORIENTATION_TAG:
+                if typ != 3 or n < 1:  # SHORT
+                    return None
+                (value,) = struct.unpack_from(endian + "H", tiff, pos + 8)
+                return int(value)
+            pos += 12
+    except struct.error:
+        return None
+    return None

@@ -1,0 +1,177 @@
+"""Pillow as the judge of every format without a dedicated check, and as the second opinion for JPEG.
+
+Every frame of a multi-frame file (GIF, APNG read by Pillow, TIFF pages, WebP animations) is decoded, each
+frame's declared size checked against the pixel limit before it is decoded. Warnings Pillow raises while
+decoding (truncated reads, corrupt metadata) are kept as damage. Pillow's own decompression-bomb limit is
+lifted for the duration of a call: the scan applies its own limit from the header instead.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from .containers import gif_end, riff_end
+from .sniff import FORMAT_BY_PILLOW, sniff
+from .verdict import Verdict
+
+UNUSUAL_MODES = {
+    "CMYK": "CMYK (4 channels; loaders expecting RGB get wrong colours or 4 channels)",
+    "LA": "LA: grayscale with alpha (2 channels)",
+    "La": "LA: grayscale with alpha (2 channels)",
+    "PA": "PA: palette with alpha",
+    "I": "I: 32-bit integer pixels (uint8 pipelines clip them)",
+    "I;16": "16-bit grayscale (uint8 pipelines clip or rescale it)",
+    "I;16B": "16-bit grayscale (uint8 pipelines clip or rescale it)",
+    "I;16L": "16-bit grayscale (uint8 pipelines clip or rescale it)",
+    "I;16N": "16-bit grayscale (uint8 pipelines clip or rescale it)",
+    "F": "F: 32-bit float pixels (may hold NaN or Inf; ToTensor does not rescale them)",
+    "YCbCr": "YCbCr pixels (not RGB)",
+    "LAB": "LAB pixels (not RGB)",
+    "HSV": "HSV pixels (not RGB)",
+}
+ORIENTATION_TAG = 0x0112
+
+
+@contextmanager
+def _own_limits() -> Iterator[None]:
+    """Pillow's bomb check off (the caller checked the declared size), and its warnings recorded."""
+    saved = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = None
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = saved
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, UnidentifiedImageError):
+        return "Pillow cannot identify the image"
+    return text
+
+
+def _value_text(lo: Any) -> str:
+    if isinstance(lo, tuple):
+        return str(tuple(int(x) if float(x).is_integer() else float(x) for x in lo))
+    return str(int(lo) if float(lo).is_integer() else float(lo))
+
+
+def _constant(im: Image.Image) -> str | None:
+    extrema = im.getextrema()
+    if im.mode == "F":
+        return None  # judged on the array with the NaN count
+    bands: list[Any] = [extrema] if not isinstance(extrema[0], tuple) else list(extrema)
+    if all(lo == hi for lo, hi in bands):
+        value = _value_text(tuple(lo for lo, _ in bands) if len(bands) > 1 else bands[0][0])
+        return f"palette index {value}" if im.mode == "P" else value
+    return None
+
+
+def _float_frame(im: Image.Image, verdict: Verdict) -> None:
+    arr = np.asarray(im, dtype=np.float32)
+    nan = int(np.isnan(arr).sum())
+    inf = int(np.isinf(arr).sum())
+    verdict.nan += nan
+    verdict.inf += inf
+    if verdict.frames == 1 and nan + inf == 0 and arr.size and float(arr.min()) == float(arr.max()):
+        verdict.constant = _value_text(float(arr.flat[0]))
+
+
+def judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool = False) -> None:
+    """Decode every frame with Pillow and fill ``verdict`` (as the fallback judge: keep the format)."""
+    verdict.judge = "pillow"
+    with _own_limits(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            _judge(data, verdict, max_pixels, fallback)
+        except MemoryError:
+            verdict.error = "out of memory while decoding"
+        except Exception as exc:  # whatever a decoder raises is the verdict on this file
+            verdict.error = _reason(exc)
+    for w in caught:
+        if issubclass(w.category, DeprecationWarning):
+            continue
+        message = str(w.message)
+        if message not in verdict.damage:
+            verdict.damage.append(f"Pillow: {message}")
+
+
+def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool) -> None:
+    im = Image.open(io.BytesIO(data))
+    try:
+        if not fallback:
+            verdict.format = FORMAT_BY_PILLOW.get(im.format or "", (im.format or "unknown").lower())
+        width, height = im.size
+        verdict.width, verdict.height = width, height
+        if width * height > max_pixels:
+            verdict.bomb = f"{width}×{height} = {width * height:,} pixels declared (limit {max_pixels:,})"
+            return
+        verdict.mode = im.mode
+        if verdict.orientation is None and verdict.format not in ("jpeg", "png"):
+            value = im.getexif().get(ORIENTATION_TAG)  # before load(): libtiff consumes the tag
+            verdict.orientation = int(value) if isinstance(value, int) else None
+        frames = int(getattr(im, "n_frames", 1))
+        verdict.frames = frames
+        for i in range(frames):
+            if i:
+                im.seek(i)
+                w, h = im.size
+                if w * h > max_pixels:
+                    verdict.bomb = f"frame {i}: {w}×{h} = {w * h:,} pixels declared (limit {max_pixels:,})"
+                    return
+            im.load()
+            if im.mode == "F":
+                _float_frame(im, verdict)
+            elif i == 0 and frames == 1:
+                verdict.constant = _constant(im)
+        if frames > 1:
+            im.seek(0)
+        if verdict.mode == "P" and "transparency" in im.info:
+            verdict.unusual = "P with transparency: a palette image whose alpha convert('RGB') drops"
+        elif verdict.mode in UNUSUAL_MODES:
+            verdict.unusual = UNUSUAL_MODES[verdict.mode]
+    finally:
+        im.close()
+    if not fallback:
+        _container_end(data, verdict)
+
+
+def _container_end(data: Any, verdict: Verdict) -> None:
+    if verdict.format == "gif":
+        end = gif_end(data)
+        if end < 0:
+            verdict.damage.append("no GIF trailer: the file ends inside or right after the last frame")
+            return
+    elif verdict.format == "webp":
+        end = riff_end(data)
+        if end > len(data):
+            verdict.damage.append(f"the RIFF header declares {end:,} bytes, the file has {len(data):,}")
+            return
+    else:
+        return
+    extra = len(data) - end
+    if extra > 0:
+        verdict.trailing = extra
+        kind = sniff(data[end : end + 64])
+        verdict.trailing_what = (
+            f"another {kind.upper()} image (concatenated files?)" if kind else "unknown data"
+        )
+
+
+def constant_value(data: Any) -> str | None:
+    """The single value of an image whose every pixel is the same (first frame), else None."""
+    with _own_limits(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with Image.open(io.BytesIO(data)) as im:
+                im.load()
+                return _constant(im)
+        except Exception:
+            return None

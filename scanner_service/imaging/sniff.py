@@ -1,0 +1,202 @@
+"""What a file's bytes are, from magic numbers; and which format a file name claims.
+
+``sniff`` names the image format of the content (``jpeg``, ``png`` ...) or returns None; ``describe`` says
+what non-image content looks like (HTML, text, gzip ...), so a ``not-an-image`` finding says more than no.
+"""
+
+from __future__ import annotations
+
+FORMAT_BY_EXTENSION: dict[str, str] = {
+    ".jpg": "jpeg",
+    ".jpeg": "jpeg",
+    ".jpe": "jpeg",
+    ".jfif": "jpeg",
+    ".jif": "jpeg",
+    ".png": "png",
+    ".apng": "png",
+    ".gif": "gif",
+    ".bmp": "bmp",
+    ".dib": "bmp",
+    ".tif": "tiff",
+    ".tiff": "tiff",
+    ".webp": "webp",
+    ".ico": "ico",
+    ".cur": "ico",
+    ".pbm": "pnm",
+    ".pgm": "pnm",
+    ".ppm": "pnm",
+    ".pnm": "pnm",
+    ".pam": "pnm",
+    ".jp2": "jpeg2000",
+    ".j2k": "jpeg2000",
+    ".j2c": "jpeg2000",
+    ".jpc": "jpeg2000",
+    ".jpf": "jpeg2000",
+    ".jpx": "jpeg2000",
+    ".avif": "avif",
+    ".heic": "heif",
+    ".heif": "heif",
+    ".psd": "psd",
+    ".tga": "tga",
+    ".pcx": "pcx",
+    ".qoi": "qoi",
+    ".dds": "dds",
+    ".sgi": "sgi",
+    ".rgb": "sgi",
+    ".bw": "sgi",
+    ".xbm": "xbm",
+    ".jxl": "jxl",
+    ".exr": "exr",
+    ".svg": "svg",
+}
+"""Extensions of image formats, and the format their content should have."""
+
+IMAGE_EXTENSIONS = frozenset(FORMAT_BY_EXTENSION)
+
+NON_IMAGE_EXTENSIONS = frozenset(
+    {
+        # text, metadata and documentation that lives next to images
+        ".txt", ".md", ".rst", ".csv", ".tsv", ".json", ".jsonl", ".xml", ".yaml", ".yml", ".toml", ".ini",
+        ".cfg", ".log", ".lst", ".list", ".names", ".html", ".htm", ".pdf", ".doc", ".docx",
+        # code and notebooks
+        ".py", ".ipynb", ".sh", ".r", ".m",
+        # archives and other dataset formats
+        ".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar", ".zst",
+        ".npy", ".npz", ".pkl", ".pickle", ".pt", ".pth", ".ckpt", ".h5", ".hdf5", ".mdb", ".lock",
+        ".parquet", ".arrow", ".feather", ".mat", ".db", ".sqlite", ".tfrecord", ".idx", ".rec",
+        # video and audio
+        ".mp4", ".avi", ".mov", ".mkv", ".webm", ".wav", ".mp3", ".flac",
+    }
+)  # fmt: skip
+"""Extensions of files that are not images: image folders skip them (see docs/images.md)."""
+
+JUNK_NAMES = frozenset({"thumbs.db", "desktop.ini", "ehthumbs.db", "icon\r"})
+"""Files operating systems leave in folders (hidden files, starting with '.', are skipped too)."""
+
+PILLOW_FORMAT = {
+    "jpeg": "JPEG",
+    "png": "PNG",
+    "gif": "GIF",
+    "bmp": "BMP",
+    "tiff": "TIFF",
+    "webp": "WEBP",
+    "ico": "ICO",
+    "pnm": "PPM",
+    "jpeg2000": "JPEG2000",
+    "avif": "AVIF",
+    "psd": "PSD",
+    "tga": "TGA",
+    "pcx": "PCX",
+    "qoi": "QOI",
+    "dds": "DDS",
+    "sgi": "SGI",
+    "xbm": "XBM",
+    "mpo": "MPO",
+}
+"""Our format names and Pillow's."""
+
+FORMAT_BY_PILLOW = {v: k for k, v in PILLOW_FORMAT.items()} | {"MPO": "jpeg", "CUR": "ico", "DIB": "bmp"}
+
+UNREADABLE = {
+    "heif": "HEIF/HEIC images need a HEIF decoder (pillow-heif); Pillow reads none",
+    "jxl": "JPEG XL images need a JPEG XL decoder; Pillow reads none",
+    "exr": "OpenEXR images need an EXR decoder; Pillow reads none",
+    "svg": "SVG is a vector format: it must be rendered, not decoded",
+}
+"""Image formats this Pillow cannot decode: a loader built on Pillow fails on them."""
+
+
+def sniff(head: bytes | memoryview) -> str | None:
+    """The image format of content starting with ``head`` (the first 64 bytes are enough), else None."""
+    h = bytes(head[:64])
+    if h[:3] == b"\xff\xd8\xff":
+        return "jpeg"
+    if h[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    if h[:6] in (b"GIF87a", b"GIF89a"):
+        return "gif"
+    if (
+        h[:2] == b"BM"
+        and len(h) >= 18
+        and int.from_bytes(h[14:18], "little") in (12, 16, 40, 52, 56, 64, 108, 124)
+    ):
+        return "bmp"
+    if h[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
+        return "tiff"
+    if h[:4] == b"RIFF" and h[8:12] == b"WEBP":
+        return "webp"
+    if h[:4] in (b"\x00\x00\x01\x00", b"\x00\x00\x02\x00") and len(h) >= 6 and h[4:6] != b"\x00\x00":
+        return "ico"
+    if len(h) >= 3 and h[0:1] == b"P" and h[1:2] in b"1234567" and h[2:3] in b" \t\r\n":
+        return "pnm"
+    if h[:12] == b"\x00\x00\x00\x0cjP  \r\n\x87\n" or h[:4] == b"\xff\x4f\xff\x51":
+        return "jpeg2000"
+    if h[4:8] == b"ftyp":
+        brand = h[8:12]
+        if brand in (b"avif", b"avis"):
+            return "avif"
+        if brand in (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1"):
+            return "heif"
+        return None
+    if h[:4] == b"8BPS":
+        return "psd"
+    if h[:4] == b"qoif":
+        return "qoi"
+    if h[:4] == b"DDS ":
+        return "dds"
+    if h[:2] == b"\x01\xda" and len(h) >= 3 and h[2] in (0, 1):
+        return "sgi"
+    if h[:1] == b"\x0a" and len(h) >= 3 and h[1] in (0, 2, 3, 4, 5) and h[2] == 1:
+        return "pcx"
+    if h[:2] == b"\xff\x0a" or h[:12] == b"\x00\x00\x00\x0cJXL \r\n\x87\n":
+        return "jxl"
+    if h[:4] == b"\x76\x2f\x31\x01":
+        return "exr"
+    if h.lstrip()[:5].lower() == b"<svg " or (h.lstrip()[:5] == b"<?xml" and b"<svg" in bytes(head[:1024])):
+        return "svg"
+    if h[:9] == b"#define w" or h[:9] == b"#define h":
+        return "xbm"
+    return None
+
+
+def describe(head: bytes | memoryview) -> str:
+    """What non-image content looks like, for the ``not-an-image`` detail."""
+    h = bytes(head[:512])
+    low = h.lstrip().lower()
+    if low.startswith((b"<!doctype html", b"<html")) or b"<html" in low[:256]:
+        return "HTML (a web page saved in place of the image: an error or login page?)"
+    if low.startswith(b"<?xml"):
+        return "XML"
+    if low[:1] in (b"{", b"[") and low.rstrip()[-1:] in (b"}", b"]", b",", b'"'):
+        return "JSON"
+    if h[:2] == b"\x1f\x8b":
+        return "gzip-compressed data"
+    if h[:4] == b"PK\x03\x04":
+        return "a ZIP archive"
+    if h[:4] == b"%PDF":
+        return "a PDF document"
+    if h[:8] == b"\x89HDF\r\n\x1a\n":
+        return "an HDF5 file"
+    if h[:6] == b"\x93NUMPY":
+        return "a NumPy array (.npy)"
+    if len(h) >= 262 and h[257:262] == b"ustar":
+        return "a tar archive"
+    if h[4:8] == b"ftyp":
+        return f"an ISO media file (brand {h[8:12].decode('latin-1')!r}: a video?)"
+    if not h.strip(b"\x00"):
+        return "only zero bytes (a file allocated but never written?)"
+    try:
+        text = h.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"unknown binary data (starts with {h[:8].hex(' ')})"
+    if all(c.isprintable() or c in "\r\n\t" for c in text):
+        return "text"
+    return f"unknown binary data (starts with {h[:8].hex(' ')})"
+
+
+def claimed_format(name: str) -> str | None:
+    """The image format a file name's extension claims, None when it claims none (or no image)."""
+    dot = name.rfind(".")
+    if dot <= 0:
+        return None
+    return FORMAT_BY_EXTENSION.get(name[dot:].lower())

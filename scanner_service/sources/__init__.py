@@ -12,8 +12,10 @@ from ..errors import SourceNotFound, UnsupportedSource
 from .base import Plan, Shard, Source, SourceInfo
 from .hdf5 import Hdf5Source
 from .hdf5list import Hdf5ListSource
+from .imagelist import ImageListSource
+from .images import ImageFolderSource
 
-SOURCES: tuple[type[Source], ...] = (Hdf5ListSource, Hdf5Source)
+SOURCES: tuple[type[Source], ...] = (Hdf5ListSource, Hdf5Source, ImageListSource, ImageFolderSource)
 
 BY_KIND: dict[str, type[Source]] = {s.kind: s for s in SOURCES}
 

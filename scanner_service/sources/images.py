@@ -1,0 +1,345 @@
+"""Folders of image files: the ImageFolder layout (one sub-folder per class) or a flat folder.
+
+Layout. A folder whose top level holds only folders (and files that are no data, see below) is an
+ImageFolder, as torchvision reads it: the classes are the sorted names of the top-level folders, every one
+of them, hidden and empty ones included (a stray ``.ipynb_checkpoints`` becomes class 0, and an empty
+class folder is a missing class); the images of a class are the files below its folder, recursively.
+Any other folder is flat: every file below it, recursively, without labels.
+
+Which files. Every file is inspected by content, whatever its extension: a ``.jpg`` that holds an HTML
+error page is a finding, not skipped. Skipped, because no loader reads them as images: hidden files
+(``.DS_Store``, unless they carry an image extension, like the ``._photo.jpg`` files macOS leaves, which
+loaders do pick up), ``Thumbs.db``/``desktop.ini``, files with extensions of text, code, archives and other
+data formats (``.txt``, ``.csv``, ``.json``, ``.npy`` ...), and hidden folders below the top level. The
+report's ``info`` counts what was skipped.
+
+Order and shards. Files are in ImageFolder's order (sorted folders, sorted names within each), which is the
+storage order a sequential reader sees. Shards are slices of that list, by bytes and by count. Labels are
+yielded once per shard as one label block, so the core label checks run on folder labels.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..imaging.sniff import IMAGE_EXTENSIONS, JUNK_NAMES, NON_IMAGE_EXTENSIONS, sniff
+from ..items import EncodedImage, LabelBlock, ReadFailure
+from ..location import Location
+from ..partial import LabelTally, Partial
+from .base import Plan, Shard, Source, SourceInfo
+
+TARGET_SHARDS = 32
+"""Aim for at least this many shards, so that workers stay busy to the end."""
+MIN_SHARD_BYTES = 1 << 20
+MAX_SHARD_FILES = 2048
+SPLIT_WAYS = 16
+"""A shard that keeps killing its reader is split into this many parts, down to single files."""
+DETECT_PROBES = 64
+"""Extension-less files sniffed, at most, to decide whether a folder holds images."""
+
+
+@dataclass(slots=True)
+class Entry:
+    """One image file to scan: where (relative path), how big, its list line and label."""
+
+    path: str
+    size: int
+    line: int | None = None
+    label: int | float | None = None
+
+
+def skip_reason(name: str) -> str | None:
+    """Why a file is no data for an image folder ('hidden', '.txt' ...), None when it is scanned."""
+    lower = name.lower()
+    if lower in JUNK_NAMES:
+        return name
+    ext = os.path.splitext(lower)[1]
+    if name.startswith("."):
+        return None if ext in IMAGE_EXTENSIONS else "hidden"
+    if ext in NON_IMAGE_EXTENSIONS:
+        return ext
+    return None
+
+
+def _has_images(folder: Path) -> bool:
+    """Whether a folder holds at least one image file (by extension, else by content), searching down."""
+    probes = 0
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        if current == folder and any(e.name == "data.mdb" for e in entries):
+            return False  # an LMDB environment
+        for entry in entries:
+            if entry.name.startswith(".") and not entry.name.lower().endswith(tuple(IMAGE_EXTENSIONS)):
+                continue
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                continue
+            if is_dir:
+                stack.append(Path(entry.path))
+                continue
+            ext = os.path.splitext(entry.name.lower())[1]
+            if ext in IMAGE_EXTENSIONS:
+                return True
+            if ext in NON_IMAGE_EXTENSIONS or probes >= DETECT_PROBES:
+                continue
+            probes += 1
+            try:
+                with open(entry.path, "rb") as fh:
+                    if sniff(fh.read(64)) is not None:
+                        return True
+            except OSError:
+                continue
+    return False
+
+
+class ImageFilesSource(Source):
+    """What image folders and image lists share: plan slices of a file list, read files as images."""
+
+    kind = "image-files"
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        return False
+
+    @property
+    def stream(self) -> str:
+        """Name of the label stream (the folder, or the list file)."""
+        return "."
+
+    def entries(self, partial: Partial) -> list[Entry]:
+        """The files to scan in storage order; sets up the label stream in ``partial``."""
+        raise NotImplementedError
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self) -> Plan:
+        partial = Partial(cap=self.config.max_locations)
+        files = self.entries(partial)
+        total = sum(e.size for e in files)
+        labelled = self.stream in partial.labels
+        limit = min(self.config.shard_bytes, max(MIN_SHARD_BYTES, total // TARGET_SHARDS))
+        shards: list[Shard] = []
+        start = 0
+        while start < len(files):
+            stop, size = start, 0
+            while stop < len(files) and stop - start < MAX_SHARD_FILES and (stop == start or size < limit):
+                size += files[stop].size
+                stop += 1
+            shards.append(self._shard(len(shards), files[start:stop], start, labelled))
+            start = stop
+        info = SourceInfo(
+            kind=self.kind,
+            path=str(self.path),
+            root=str(self.root),
+            files=len(files),
+            items=len(files),
+            bytes=total,
+        )
+        return Plan(source=info, shards=shards, partial=partial)
+
+    def _shard(self, index: int, files: list[Entry], start: int, labelled: bool) -> Shard:
+        spec: dict[str, Any] = {
+            "file": files[0].path,
+            "paths": [e.path for e in files],
+            "sizes": [e.size for e in files],
+            "start": start,
+        }
+        if any(e.line is not None for e in files):
+            spec["lines"] = [e.line for e in files]
+        if labelled:
+            spec["labels"] = [e.label for e in files]
+            spec["stream"] = self.stream
+        return Shard(id=index, items=len(files), bytes=sum(e.size for e in files), spec=spec)
+
+    def split(self, shard: Shard) -> list[Shard]:
+        spec = shard.spec
+        n = len(spec["paths"])
+        if n <= 1:
+            return []
+        step = -(-n // SPLIT_WAYS)
+        pieces = []
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            part: dict[str, Any] = {
+                key: value[a:b] for key, value in spec.items() if key in ("paths", "sizes", "lines", "labels")
+            }
+            part.update(file=spec["paths"][a], start=spec["start"] + a)
+            if "stream" in spec:
+                part["stream"] = spec["stream"]
+            pieces.append(Shard(id=shard.id, items=b - a, bytes=sum(part["sizes"]), spec=part))
+        return pieces
+
+    def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
+        lines = shard.spec.get("lines")
+        return "I003", Location(
+            path=shard.spec["paths"][0],
+            line=lines[0] if lines else None,
+            detail=f"the decoder crashed: {reason}",
+        )
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def data_root(self) -> str:
+        """The folder that entry paths are relative to."""
+        return str(self.root)
+
+    def read(self, shard: Shard) -> Iterator[Any]:
+        spec = shard.spec
+        paths: list[str] = spec["paths"]
+        lines: list[int | None] = spec.get("lines") or [None] * len(paths)
+        labels: list[Any] | None = spec.get("labels")
+        if labels is not None:
+            yield self._label_block(spec, paths, lines, labels)
+        root = self.data_root()
+        for i, rel in enumerate(paths):
+            line = lines[i]
+            where = Location(path=rel, line=line)
+            try:
+                with open(os.path.join(root, rel), "rb", buffering=0) as fh:
+                    data = fh.read()
+            except FileNotFoundError:
+                yield ReadFailure(
+                    "S004", where.model_copy(update={"detail": "the file no longer exists"}), items=1
+                )
+                continue
+            except OSError as exc:
+                detail = exc.strerror or str(exc)
+                yield ReadFailure("S001", where.model_copy(update={"detail": detail}), items=1)
+                continue
+            label = labels[i] if labels is not None else None
+            yield EncodedImage(
+                data=data,
+                location=where,
+                name=os.path.basename(rel),
+                label=label if isinstance(label, int) else None,
+                items=1,
+                nbytes=len(data),
+            )
+
+    def _label_block(
+        self, spec: dict[str, Any], paths: list[str], lines: list[int | None], labels: list[Any]
+    ) -> LabelBlock:
+        values = np.asarray(
+            labels, dtype=np.float64 if any(isinstance(x, float) for x in labels) else np.int64
+        )
+
+        def locate(i: int) -> Location:
+            return Location(path=paths[i], line=lines[i])
+
+        return LabelBlock(stream=spec["stream"], labels=values, global_start=spec["start"], locate=locate)
+
+
+def walk_files(folder: str, root: str, skipped: Counter[str]) -> list[tuple[str, int]]:
+    """(path relative to ``root``, size) of the files below ``folder``, in ImageFolder order (sorted
+    folders, sorted names within each), skipping non-data. Size -1: the file cannot be stat'ed."""
+    by_folder: dict[str, list[tuple[str, int]]] = {}
+    prefix = len(root.rstrip(os.sep)) + 1
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        found: list[tuple[str, int]] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if entry.name.startswith("."):
+                    skipped["hidden folder"] += 1
+                else:
+                    stack.append(entry.path)
+                continue
+            reason = skip_reason(entry.name)
+            if reason is not None:
+                skipped[reason] += 1
+                continue
+            try:
+                size = entry.stat().st_size
+            except OSError:
+                size = -1
+            found.append((entry.path[prefix:].replace(os.sep, "/"), size))
+        found.sort()
+        by_folder[current] = found
+    return [f for key in sorted(by_folder) for f in by_folder[key]]
+
+
+class ImageFolderSource(ImageFilesSource):
+    """A folder of images: ImageFolder (class sub-folders) or flat (no labels)."""
+
+    kind = "images"
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        return path.is_dir() and _has_images(path)
+
+    @property
+    def stream(self) -> str:
+        return "."
+
+    def classes(self) -> list[str] | None:
+        """The class folder names when the folder has the ImageFolder layout, else None."""
+        try:
+            with os.scandir(self.path) as it:
+                top = list(it)
+        except OSError:
+            return None
+        folders: list[str] = []
+        for entry in top:
+            try:
+                if entry.is_dir():
+                    folders.append(entry.name)
+                    continue
+            except OSError:
+                pass
+            if skip_reason(entry.name) is None:
+                return None  # data files at the top: a flat folder
+        return sorted(folders) or None
+
+    def entries(self, partial: Partial) -> list[Entry]:
+        skipped: Counter[str] = Counter()
+        classes = self.classes()
+        root = os.fspath(self.path)
+        out: list[Entry] = []
+        if classes is None:
+            out = [Entry(rel, size) for rel, size in walk_files(root, root, skipped)]
+            partial.info["images.layout"] = "flat folder (no class sub-folders: no labels)"
+        else:
+            partial.labels[self.stream] = LabelTally(
+                path=".", classes=classes, dtype_kind="i", run_threshold=self.config.run_threshold
+            )
+            for name in os.listdir(root):
+                reason = skip_reason(name) if not os.path.isdir(os.path.join(root, name)) else None
+                if reason is not None:
+                    skipped[reason] += 1
+            for label, name in enumerate(classes):
+                out += [
+                    Entry(rel, size, None, label)
+                    for rel, size in walk_files(os.path.join(root, name), root, skipped)
+                ]
+            partial.info["images.layout"] = f"ImageFolder: {len(classes)} class folders"
+        if skipped:
+            listed = ", ".join(f"{n} {what}" for what, n in sorted(skipped.items()))
+            partial.info["images.skipped"] = f"{sum(skipped.values())} files not scanned as images: {listed}"
+        for e in out:
+            if e.size < 0:
+                partial.add("S001", Location(path=e.path, detail="cannot be opened (a broken link?)"))
+        return [e for e in out if e.size >= 0]

@@ -8,7 +8,7 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 
 from scanner_service.config import ScanConfig
 from scanner_service.report import Summary
-from workers.store import JobRecord, JobStatus, Progress, iso
+from workers.store import JobRecord, JobStatus, iso
 
 REQUEST_ONLY = frozenset({"path", "force", "callback_url"})
 
@@ -39,7 +39,13 @@ class ScanCreated(BaseModel):
     deduplicated: bool = Field(False, description="an existing job for the same request was returned")
 
 
-class ProgressView(Progress):
+class ProgressView(BaseModel):
+    shards_done: int
+    shards_total: int
+    items_done: int
+    items_total: int
+    bytes_done: int
+    bytes_total: int
     fraction: float = Field(description="share of the work done (bytes, else shards)")
 
 

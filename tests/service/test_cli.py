@@ -1,0 +1,128 @@
+"""``dscan submit`` (the CI gate through the service) and ``dscan serve`` (everything on one machine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import REPO, TOKEN, Service, comparable, delete_prefix, free_port, redis_server_available
+
+pytestmark = [pytest.mark.service]
+
+
+def dscan(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "scanner_service.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_submit_wait_exits_like_scan(service: Service) -> None:
+    demo = service.data_root / "dscan-demo"
+    common = ["--server", service.url, "--token", TOKEN, "--wait", "--num-classes", "10", "--batch-size", "32"]
+    gate = dscan("submit", str(demo), *common, "--format", "json")
+    assert gate.returncode == 1, gate.stderr
+    local = dscan("scan", str(demo), "--num-classes", "10", "--batch-size", "32", "--format", "json")
+    assert local.returncode == 1
+    assert comparable(json.loads(gate.stdout)) == comparable(json.loads(local.stdout))
+    passing = dscan("submit", str(demo), *common, "--fail-on", "never", "--format", "markdown")
+    assert passing.returncode == 0 and passing.stdout.startswith("# dscan report")
+    junit = dscan("submit", str(demo), *common, "--format", "junit")
+    assert junit.returncode == 1 and "<testsuite" in junit.stdout
+
+
+def test_submit_errors_exit_2(service: Service) -> None:
+    refused = dscan("submit", "/etc", "--server", service.url, "--token", TOKEN)
+    assert refused.returncode == 2 and "403" in refused.stderr and "outside the data roots" in refused.stderr
+    anonymous = dscan("submit", str(service.data_root / "small"), "--server", service.url)
+    assert anonymous.returncode == 2 and "401" in anonymous.stderr
+    nobody = dscan("submit", "x", "--server", f"http://127.0.0.1:{free_port()}", "--wait")
+    assert nobody.returncode == 2 and "cannot reach the dscan service" in nobody.stderr
+
+
+def test_submit_without_wait_prints_the_job(service: Service) -> None:
+    out = dscan("submit", "small", "--server", service.url, "--token", TOKEN, "--format", "json", "--force")
+    assert out.returncode == 0, out.stderr
+    job = json.loads(out.stdout)
+    assert job["status"] == "queued" and job["url"].endswith(job["id"])
+
+
+def _serve_env(redis_url: str, prefix: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSCAN_")}
+    env.update({"DSCAN_REDIS_URL": redis_url, "DSCAN_KEY_PREFIX": prefix, "DSCAN_QUEUE": prefix})
+    return env
+
+
+@pytest.mark.slow
+def test_serve_runs_everything_and_stops_on_sigterm(redis_url: str, data_root: Path, tmp_path: Path) -> None:
+    prefix = f"dscantest-{uuid.uuid4().hex[:12]}"
+    port = free_port()
+    env = _serve_env(redis_url, prefix)
+    cmd = [sys.executable, "-m", "scanner_service.cli", "serve", "--port", str(port), "--workers", "1"]
+    log = tmp_path / "serve.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen([*cmd, "--data-root", str(data_root)], env=env, cwd=REPO, stderr=err)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "dscan serve did not become ready"
+            time.sleep(0.3)
+        out = dscan("submit", "small", "--server", f"http://127.0.0.1:{port}", "--wait", "--format", "json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["summary"]["items_scanned"] == 10 + 20 + 30 + 40  # rows of s0..s3.h5
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        text = log.read_text()
+        assert "dscan serve: API on" in text and "stopping" in text
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        delete_prefix(redis_url, prefix)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not redis_server_available(), reason="needs redis-server on PATH")
+def test_serve_starts_a_private_redis_when_none_answers(data_root: Path) -> None:
+    from api.serve import start
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSCAN_")}
+    unused = f"redis://127.0.0.1:{free_port()}/0"
+    service = start(port=free_port(), workers=1, data_roots=[data_root], env=env, default_redis=unused)
+    try:
+        assert service.private is not None and service.redis_url == service.private.url
+        with httpx.Client(base_url=service.url, timeout=30) as client:
+            job = client.post("/api/v1/scans", json={"path": "small"}).json()
+            deadline = time.monotonic() + 60
+            while (state := client.get(f"/api/v1/scans/{job['id']}").json())["status"] not in ("succeeded", "failed"):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            assert state["status"] == "succeeded"
+    finally:
+        private = service.private
+        service.stop()
+    assert private is not None and private.process.poll() is not None and not private.folder.exists()
+
+
+def test_serve_without_redis_server_says_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from api.serve import PrivateRedis, ServeError
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ServeError, match="redis-server is not installed"):
+        PrivateRedis.start()
+    out = dscan("serve", env={**{k: v for k, v in os.environ.items() if not k.startswith("DSCAN_")}, "PATH": ""})
+    assert out.returncode == 2 and "data roots" in out.stderr

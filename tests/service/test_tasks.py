@@ -1,0 +1,157 @@
+"""The task bodies called in this process against real Redis: idempotence, isolation, the status machine."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+
+from scanner_service import engine
+from scanner_service.config import ScanConfig
+from scanner_service.partial import Partial
+from workers.settings import Settings, get_settings
+from workers.store import JobStatus, Store
+
+from .conftest import delete_prefix
+
+pytestmark = [pytest.mark.service]
+
+
+@pytest.fixture
+def tasks(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    prefix = f"dscantest-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("DSCAN_REDIS_URL", redis_url)
+    monkeypatch.setenv("DSCAN_DATA_ROOTS", str(tmp_path))
+    monkeypatch.setenv("DSCAN_KEY_PREFIX", prefix)
+    monkeypatch.setenv("DSCAN_QUEUE", prefix)
+    get_settings.cache_clear()
+    from workers import tasks as module
+
+    module.store.cache_clear()
+    yield module
+    module.store().close()
+    module.store.cache_clear()
+    get_settings.cache_clear()
+    delete_prefix(redis_url, prefix)
+
+
+def running_job(st: Store, target: Path, options: dict[str, Any]) -> str:
+    job_id = uuid.uuid4().hex
+    st.create_job(job_id, path=str(target), target=str(target), options=options, callback_url=None, digest=None)
+    moved, _ = st.transition(job_id, JobStatus.RUNNING, [JobStatus.QUEUED], started=time.time())
+    assert moved
+    st.set_fields(job_id, kind="hdf5")
+    return job_id
+
+
+def test_an_indivisible_shard_that_killed_its_worker_twice_becomes_a_finding(tasks: Any, tmp_path: Path) -> None:
+    path = tmp_path / "one-row.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("data", data=np.ones((1, 40_000), np.float32))  # one row above the shard size
+    options = {"shard_bytes": 1 << 16}
+    planned = engine.plan(path, ScanConfig(**options))
+    (shard,) = planned.shards
+    assert engine.split_shard("hdf5", str(path), shard, ScanConfig(**options)) == []
+    st = tasks.store()
+    job_id = running_job(st, path, options)
+    st.count_delivery(job_id, "0")
+    st.count_delivery(job_id, "0")  # two deliveries whose worker died
+    assert tasks.scan_shard(job_id, shard.model_dump(mode="json")) == "0"
+    partial = Partial.model_validate_json(st.get_partial(job_id, "0") or "")
+    (location,) = partial.findings["S002"].locations
+    assert location.path == "one-row.h5" and location.dataset == "/data"
+    assert location.detail == "row 0: the worker process died 2 times while reading it"
+    assert st.redis.hget(st.job_key(job_id), "shards_done") == "1"
+    # Delivered once more (the acknowledgement was lost): the stored partial stands, nothing is redone.
+    assert tasks.scan_shard(job_id, shard.model_dump(mode="json")) == "0"
+    assert st.deliveries(job_id) == {"0": 3}
+    assert st.redis.hget(st.job_key(job_id), "shards_done") == "1"
+
+
+def test_an_isolated_shard_gives_the_partial_of_a_normal_read(tasks: Any, tmp_path: Path) -> None:
+    path = tmp_path / "rows.h5"
+    data = np.random.default_rng(1).normal(size=(2000, 64)).astype(np.float32)
+    data[1234, 5] = np.nan
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("data", data=data, chunks=(100, 64))
+    config = ScanConfig()
+    (shard,) = engine.plan(path, config).shards
+    normal = engine.scan_shard("hdf5", str(path), shard, config)
+    st = tasks.store()
+    job_id = running_job(st, path, {})
+    for _ in range(st.settings.max_deliveries):
+        st.count_delivery(job_id, "0")
+    tasks.scan_shard(job_id, shard.model_dump(mode="json"))
+    isolated = Partial.model_validate_json(st.get_partial(job_id, "0") or "")
+    assert isolated.findings == normal.findings and isolated.findings["V001"].locations[0].index == 1234
+    assert (isolated.items, isolated.bytes, isolated.shards) == (normal.items, normal.bytes, 1)
+    assert isolated.stats["rows.h5::/data"].count == normal.stats["rows.h5::/data"].count
+
+
+def test_a_cancelled_job_never_gets_a_report(tasks: Any, tmp_path: Path) -> None:
+    path = tmp_path / "small.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("data", data=np.zeros((10, 4), np.float32))
+    st: Store = tasks.store()
+    job_id = running_job(st, path, {})
+    planned = engine.plan(path, ScanConfig())
+    plan = {"source": planned.source.model_dump(mode="json"), "shards": ["0"]}
+    st.save_plan(job_id, plan, planned.partial.model_dump_json(), {"shards_total": 1})
+    tasks.scan_shard(job_id, planned.shards[0].model_dump(mode="json"))
+    moved, previous = st.cancel(job_id)
+    assert moved and previous is JobStatus.RUNNING
+    tasks.merge_scan(["0"], job_id)
+    assert st.status(job_id) is JobStatus.CANCELLED
+    assert st.get_report(job_id) is None and st.load_plan(job_id) is None
+    assert st.transition(job_id, JobStatus.SUCCEEDED, [JobStatus.RUNNING]) == (False, JobStatus.CANCELLED)
+    assert st.cancel(job_id) == (False, JobStatus.CANCELLED)
+    ids = {job.id for job in st.list_jobs(JobStatus.CANCELLED)[0]}
+    assert job_id in ids and job_id not in {job.id for job in st.list_jobs(JobStatus.RUNNING)[0]}
+
+
+def test_progress_of_a_redelivered_shard_is_not_counted_twice(tasks: Any, tmp_path: Path) -> None:
+    st: Store = tasks.store()
+    job_id = running_job(st, tmp_path, {})
+    st.progress(job_id, "3", 100, 4000)
+    st.progress(job_id, "3", 250, 9000)
+    st.progress(job_id, "3", 40, 1000)  # a new delivery starts over
+    job = st.get_job(job_id)
+    assert job is not None and (job.progress.items_done, job.progress.bytes_done) == (40, 1000)
+    assert st.complete_shard(job_id, "3", Partial().model_dump_json(), 300, 12000)
+    assert not st.complete_shard(job_id, "3", Partial().model_dump_json(), 300, 12000)
+    st.progress(job_id, "3", 5, 5)  # a late duplicate after completion changes nothing
+    job = st.get_job(job_id)
+    assert job is not None and (job.progress.items_done, job.progress.shards_done) == (300, 1)
+
+
+def test_settings_refuse_placeholders_and_missing_roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    for name in ("DSCAN_REDIS_URL", "DSCAN_DATA_ROOTS", "DSCAN_API_TOKENS"):
+        monkeypatch.delenv(name, raising=False)
+
+    base = {"redis_url": "redis://127.0.0.1:6379/15", "data_roots": str(tmp_path)}
+    assert Settings(**base).data_roots == [tmp_path.resolve()]  # type: ignore[arg-type]
+    assert Settings(**{**base, "data_roots": f"{tmp_path}:{tmp_path}"}).data_roots == [tmp_path.resolve()] * 2  # type: ignore[arg-type]
+    for bad in (
+        {"api_tokens": "changeme"},
+        {"api_tokens": "short"},
+        {"data_roots": "relative/path"},
+        {"data_roots": str(tmp_path / "missing")},
+        {"redis_url": "http://example.com"},
+    ):
+        with pytest.raises(ValidationError):
+            Settings(**{**base, **bad})  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="redis_url"):
+        Settings(data_roots=str(tmp_path))  # type: ignore[call-arg,arg-type]
+    conf = Settings(**base).celery_conf()  # type: ignore[arg-type]
+    assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"] and conf["worker_prefetch_multiplier"] == 1
+    assert conf["task_serializer"] == "json" and conf["accept_content"] == ["json"]
+    assert json.dumps(conf)  # plain data

@@ -1,0 +1,49 @@
+"""Which decoder a dataset's values need, from a sample of them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from . import PICKLE, Decoder
+from .datum import looks_like_datum
+from .image import image_format
+from .npy import is_npy
+from .pickles import pickle_protocol
+
+PREFERENCE: tuple[str | None, ...] = ("datum", "image", "npy", PICKLE, None)
+"""Order among decoders with as many votes."""
+
+
+def sniff(value: bytes | memoryview) -> str | None:
+    """What one value looks like: ``pickle``, ``npy``, ``image``, ``datum``, or None."""
+    if pickle_protocol(value) is not None:
+        return PICKLE
+    if is_npy(value):
+        return "npy"
+    if image_format(value) is not None:
+        return "image"
+    if looks_like_datum(value):
+        return "datum"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Detected:
+    decoder: Decoder | None
+    votes: dict[str, int]
+    sampled: int
+
+    def describe(self) -> str:
+        if self.decoder is None:
+            return f"no decoder recognised the {self.sampled} values sampled"
+        return f"detected from {self.votes.get(self.decoder.name, 0)} of {self.sampled} values sampled"
+
+
+def detect(samples: list[bytes]) -> Detected:
+    """The decoder most sampled values look like (None when most look like nothing known)."""
+    votes = Counter(sniff(v) for v in samples)
+    ranked = sorted(votes.items(), key=lambda kv: (-kv[1], PREFERENCE.index(kv[0])))
+    best = ranked[0][0] if ranked else None
+    clean = {k: n for k, n in votes.items() if k is not None}
+    return Detected(Decoder(best) if best is not None else None, clean, len(samples))

@@ -1,0 +1,1080 @@
+"""LMDB environments (Caffe's Data layer, many PyTorch pipelines), record by record.
+
+The environment is a folder holding ``data.mdb``, or the ``data.mdb`` file itself. It is opened read-only
+and without a lock file: a scan leaves every byte, size and time stamp of the dataset as it was.
+
+Planning walks the keys (never the values) in a child process (``lmdb_walk``) and cuts them into ranges of
+an equal number of records; a walk that a damaged page stops or kills plans what it reached, walks back from
+the last key to reach the tail, and reports the part in between as ``lmdb-corrupt``. The value decoder is
+``--decoder`` or detected from a sample of values.
+
+Reading a shard iterates its key range with ``buffers=True`` (values are views of the map, no copies).
+Caffe Datums that look like the records before them are recognised by a few byte comparisons (see
+``records.datum.Layout``); everything else is parsed in full with the protobuf class. Keys are not kept per
+record: the few locations a finding needs are looked up afterwards by position (``_Keys``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from bisect import bisect_right
+from collections.abc import Generator, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import numpy as np
+
+from ..items import DatasetMeta, EncodedImage, LabelBlock, NumericBlock, ReadFailure
+from ..labels import label_tally
+from ..location import Location
+from ..partial import Partial
+from ..records import PICKLE, Decoder, RecordTally, parse_decoder
+from ..statistics import channel_layout
+from .base import Plan, Shard, Source, SourceInfo
+from .lmdb_walk import Job, Walk, open_env, walk
+
+DATA_FILE = "data.mdb"
+LMDB_MAGIC = b"\xde\xc0\xef\xbe"
+P_META = 0x08
+SAMPLE = 32
+"""Values sampled to detect the decoder."""
+BLOCK_RECORDS = 1 << 16
+"""Records between two tallies (labels, shapes, progress)."""
+NO_LABEL = 1 << 40
+"""Stands for a record without a label in the label buffer (records with one are int32)."""
+LABEL_STREAM = "label"
+LONG_KEY = 128
+"""Keys longer than this are shown by their first bytes (damaged leaf pages make up long keys)."""
+MARK_EVERY = 4096
+"""``_Keys`` remembers a key every this many positions it walks past."""
+
+
+def key_text(key: bytes | memoryview | None) -> str | None:
+    """A key as the report shows it: the text when it is printable UTF-8, else ``0x`` and hex digits."""
+    if key is None:
+        return None
+    raw = bytes(key)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    if text and text.isprintable() and not text.startswith("0x") and len(raw) <= LONG_KEY:
+        return text
+    if len(raw) > LONG_KEY:
+        return f"0x{raw[: LONG_KEY // 2].hex()}… ({len(raw)} bytes)"
+    return "0x" + raw.hex()
+
+
+def is_lmdb_file(path: Path) -> bool:
+    """LMDB's meta page: page flags P_META and the magic 0xBEEFC0DE (64-bit and 32-bit builds)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(32)
+    except OSError:
+        return False
+    for flags_at, magic_at in ((10, 16), (6, 12)):
+        if len(head) >= magic_at + 4 and head[magic_at : magic_at + 4] == LMDB_MAGIC:
+            return bool(int.from_bytes(head[flags_at : flags_at + 2], "little") & P_META)
+    return False
+
+
+class LmdbSource(Source):
+    """An LMDB environment: a folder holding ``data.mdb``, or a ``data.mdb`` file (any LMDB data file)."""
+
+    kind = "lmdb"
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        if path.is_dir():
+            return (path / DATA_FILE).is_file()
+        if path.is_file():
+            return path.name == DATA_FILE or is_lmdb_file(path)
+        return False
+
+    @property
+    def subdir(self) -> bool:
+        return self.path.is_dir()
+
+    @property
+    def data_file(self) -> Path:
+        return self.path / DATA_FILE if self.subdir else self.path
+
+    def decoder(self) -> Decoder | None:
+        return parse_decoder(self.config.decoder) if self.config.decoder else None
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self) -> Plan:
+        partial = Partial(cap=self.config.max_locations)
+        rel = self.relative(self.data_file)
+        chosen = self.decoder()
+        size = self.data_file.stat().st_size
+        info = SourceInfo(kind=self.kind, path=str(self.path), root=str(self.root), files=1, bytes=size)
+        if size == 0:
+            partial.add("R004", Location(path=rel, detail=f"{rel} is empty (0 bytes): no LMDB environment"))
+            return Plan(source=info, shards=[], partial=partial)
+        job = Job(meta=True, sample=SAMPLE if chosen is None else 0, shard_bytes=self.config.shard_bytes)
+        forward = walk(self.path, self.subdir, job)
+        if forward.open_error is not None or not forward.meta:
+            reason = forward.open_error or forward.failure or "unknown error"
+            partial.add("R004", Location(path=rel, detail=f"the LMDB environment cannot be opened: {reason}"))
+            return Plan(source=info, shards=[], partial=partial)
+        meta = forward.meta
+        entries = int(meta["entries"])
+        per = max(1, forward.per)
+        info.items = entries
+        self._check_size(meta, size, rel, partial)
+        planner = _Planner(self, rel, entries, per)
+        planner.add_forward(forward)
+        if forward.failure is not None:
+            planner.recover(forward)
+        if planner.walked == 0 and entries == 0 and forward.failure is None:
+            partial.add("S006", Location(path=rel, detail="the LMDB environment holds no records"))
+        planner.report(partial)
+        if chosen is None and planner.walked and (forward.failure is not None or not forward.sample):
+            keys = [first for _pos, _n, first, _last in planner.head + planner.tail]
+            again = walk(self.path, self.subdir, Job(walk=False, sample=SAMPLE, sample_keys=keys))
+            forward.sample, forward.sample_failure = again.sample, again.sample_failure or again.failure
+        decoder, how = self._choose(chosen, forward, rel, partial, planner)
+        partial.info["lmdb.records"] = str(entries)
+        partial.info["lmdb.liblmdb"] = ".".join(map(str, lmdb.version()))
+        shards: list[Shard] = []
+        if decoder is not None:
+            partial.info["lmdb.decoder"] = f"{decoder} ({how})"
+            if decoder.name == "datum":
+                from ..records.datum import protobuf_backend
+
+                partial.info["lmdb.datum_parser"] = protobuf_backend()
+                label_tally(partial, LABEL_STREAM, "i", self.config.run_threshold).path = rel
+            if decoder.name != PICKLE:
+                shards = planner.shards(str(decoder), size)
+        return Plan(source=info, shards=shards, partial=partial)
+
+    def _check_size(self, meta: dict[str, int], size: int, rel: str, partial: Partial) -> None:
+        needed = (int(meta["last_pgno"]) + 1) * int(meta["psize"])
+        if size < needed:
+            partial.add(
+                "R004",
+                Location(
+                    path=rel,
+                    detail=(
+                        f"{rel} is truncated: {size:,} bytes, but the environment uses {needed:,} "
+                        f"(pages 0-{meta['last_pgno']}); records stored past the end are lost"
+                    ),
+                ),
+            )
+
+    def _choose(
+        self, chosen: Decoder | None, forward: Walk, rel: str, partial: Partial, planner: _Planner
+    ) -> tuple[Decoder | None, str]:
+        if chosen is not None:
+            return chosen, "--decoder"
+        if planner.walked == 0:
+            return None, ""
+        from ..records.detect import detect
+
+        found = detect(forward.sample)
+        first = planner.first_key()
+        if found.decoder is None:
+            head = forward.sample[0][:16].hex(" ") if forward.sample else "?"
+            detail = (
+                f"{found.describe()} (the first starts with {head}); none of the records was scanned: "
+                "pass --decoder datum, image, npy or raw:DTYPE:SHAPE"
+            )
+            if forward.sample_failure:
+                detail = f"the values could not be sampled ({forward.sample_failure}); none was scanned"
+            where = Location(path=rel, key=key_text(first), index=0 if planner.head else None, detail=detail)
+            partial.add_many("R001", planner.walked, planner.walked, [where])
+            return None, ""
+        if found.decoder.name == PICKLE:
+            from ..records.pickles import describe, pickle_protocol
+
+            protocol = next((p for p in map(pickle_protocol, forward.sample) if p is not None), 0)
+            where = Location(
+                path=rel,
+                key=key_text(first),
+                index=0,
+                detail=(
+                    f"the values are pickled Python objects ({describe(protocol)}; {found.describe()}); "
+                    f"dscan never unpickles, so none of the {planner.walked:,} records was scanned"
+                ),
+            )
+            partial.add_many("R005", planner.walked, planner.walked, [where])
+        return found.decoder, found.describe()
+
+    # -- crash isolation -------------------------------------------------------------------------
+
+    def split(self, shard: Shard) -> list[Shard]:
+        spec = shard.spec
+        count = int(spec["count"])
+        if count <= 1:
+            return []
+        half = (count + 1) // 2
+        found = walk(self.path, self.subdir, Job(start=_unhex(spec["first"]), per=half, limit=count))
+        if found.failure is not None or found.walked != count or len(found.ranges) != 2:
+            return []
+        pieces = []
+        prev = spec.get("prev")
+        for offset, n, first, last in found.ranges:
+            piece = dict(spec, first=first.hex(), last=last.hex(), prev=prev, start=spec["start"] + offset, count=n)
+            pieces.append(Shard(id=shard.id, items=n, bytes=shard.bytes * n // count, spec=piece))
+            prev = last.hex()
+        return pieces
+
+    def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
+        spec = shard.spec
+        first, count, start = key_text(_unhex(spec["first"])), int(spec["count"]), int(spec["start"])
+        prev = key_text(_unhex(spec["prev"])) if spec.get("prev") else None
+        before = f"; the last good key before it is {prev}" if prev else ""
+        if count == 1:
+            detail = f"reading this record kills the reader ({reason}): a damaged page{before}"
+        else:
+            last = key_text(_unhex(spec["last"]))
+            detail = f"reading records {start}-{start + count - 1} (keys {first} to {last}) kills the reader ({reason})"
+        return "R004", Location(path=spec["file"], key=first, index=start, detail=detail)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def read(self, shard: Shard) -> Iterator[Any]:
+        spec = shard.spec
+        decoder = parse_decoder(spec["decoder"])
+        try:
+            env = open_env(self.path, self.subdir)
+        except lmdb.Error as exc:
+            yield ReadFailure(
+                "R004",
+                Location(path=spec["file"], detail=f"the LMDB environment cannot be opened: {exc}"),
+                items=int(spec["count"]),
+            )
+            return
+        try:
+            reader = READERS[decoder.name](self, env, spec, decoder)
+            try:
+                yield from reader.run()
+            finally:
+                reader.txn.abort()
+        finally:
+            env.close()
+
+
+def _unhex(text: str) -> bytes:
+    return bytes.fromhex(text)
+
+
+Range = tuple[int, int, bytes, bytes]
+"""(position, records, first key, last key) of a stretch of consecutive keys, in key order."""
+
+
+class _Planner:
+    """Turns the walks' ranges into shards, and what they could not reach into findings."""
+
+    def __init__(self, source: LmdbSource, rel: str, entries: int, per: int) -> None:
+        self.source, self.rel, self.entries, self.per = source, rel, entries, per
+        self.head: list[Range] = []
+        """Ranges from the first key on."""
+        self.tail: list[Range] = []
+        """Ranges reached walking back from the last key (after a failure), in key order."""
+        self.failure: str | None = None
+        self.tail_failure: str | None = None
+        self.reached = 0
+        """Keys the forward walks went through."""
+        self.back = 0
+        """Keys the backward walks went through."""
+
+    @property
+    def walked(self) -> int:
+        return sum(r[1] for r in self.head) + sum(r[1] for r in self.tail)
+
+    def first_key(self) -> bytes | None:
+        ranges = self.head + self.tail
+        return ranges[0][2] if ranges else None
+
+    def _forward(self, found: Walk, base: int) -> None:
+        self.head.extend((base + off, n, first, last) for off, n, first, last in found.ranges)
+        self.reached = base + found.walked
+
+    def _backward(self, found: Walk, base: int) -> None:
+        """Backward walk offsets count from the last key: position = entries - offset - count."""
+        end = self.entries - base
+        self.tail[:0] = [(end - off - n, n, last, first) for off, n, first, last in reversed(found.ranges)]
+        self.back = base + found.walked
+
+    def add_forward(self, found: Walk) -> None:
+        self._forward(found, 0)
+
+    def last_good(self) -> tuple[int, bytes] | None:
+        """Position and key of the last key the forward walks reached."""
+        known = [(pos + n - 1, last) for pos, n, _first, last in self.head]
+        return max(known) if known else None
+
+    def recover(self, found: Walk) -> None:
+        """After the walk stopped early: find its exact last good key, then walk back from the last key."""
+        path, subdir = self.source.path, self.source.subdir
+        self.failure = found.failure
+        good = self.last_good()
+        self._forward(self._retrace(good[1] if good else None, backward=False), self.reached)
+        good = self.last_good()
+        stop = good[1] if good else None
+        back = walk(path, subdir, Job(backward=True, stop=stop, per=self.per))
+        self._backward(back, 0)
+        if back.failure is not None:
+            self.tail_failure = back.failure
+            lowest = self.tail[0][2] if self.tail else None
+            self._backward(self._retrace(lowest, backward=True, stop=stop), self.back)
+
+    def _retrace(self, after: bytes | None, backward: bool, stop: bytes | None = None) -> Walk:
+        """Walk key by key past ``after`` (recording each key in shared memory) until the walk fails."""
+        job = Job(start=after, skip_first=after is not None, backward=backward, stop=stop, per=1 << 62)
+        job.limit, job.trace = self.per + 1, True
+        again = walk(self.source.path, self.source.subdir, job)
+        if not again.ranges and again.traced is not None and again.traced[0]:
+            n, first, last = again.traced
+            again.ranges = [(0, n, first, last)]
+        return again
+
+    def report(self, partial: Partial) -> None:
+        if self.failure is None:
+            return
+        good = self.last_good()
+        lost = max(0, self.entries - self.reached - self.back)
+        after = f"after this key (record {good[0]})" if good is not None else "at the first key"
+        detail = f"the key walk stopped {after}: {self.failure}; {lost:,} of {self.entries:,} records cannot be reached"
+        if self.tail:
+            detail += f" (walking back from the last key reached key {key_text(self.tail[0][2])})"
+        elif self.tail_failure:
+            detail += f" (walking back from the last key failed too: {self.tail_failure})"
+        where = Location(path=self.rel, key=key_text(good[1]) if good else None, index=good[0] if good else None)
+        partial.add("R004", where.model_copy(update={"detail": detail}))
+
+    def shards(self, decoder: str, size: int) -> list[Shard]:
+        out: list[Shard] = []
+        per_bytes = size / max(1, self.entries)
+        end = -1
+        prev: str | None = None
+        ranges = self.head + self.tail
+        for i, (pos, n, first, last) in enumerate(ranges):
+            prev = prev if pos == end else None
+            after = ranges[i + 1] if i + 1 < len(ranges) else None
+            spec = {
+                "file": self.rel,
+                "decoder": decoder,
+                "first": first.hex(),
+                "last": last.hex(),
+                "prev": prev,
+                "next": after[2].hex() if after is not None and after[0] == pos + n else None,
+                "final": after is None and (self.failure is None or bool(self.tail)),
+                "start": pos,
+                "count": n,
+                "records": self.entries,
+            }
+            out.append(Shard(id=len(out), items=n, bytes=int(n * per_bytes), spec=spec))
+            prev, end = last.hex(), pos + n
+        return out
+
+
+# -- readers ------------------------------------------------------------------------------------------------
+
+
+class _Keys:
+    """The key of a record from its position in the shard, walked on demand with a second cursor.
+
+    The hot loops keep no keys. Positions are resolved from the nearest remembered key (``mark``), walking
+    forward or backward; keys met on the way every ``MARK_EVERY`` positions are remembered too.
+    """
+
+    def __init__(self, txn: Any, first: bytes, start: int) -> None:
+        self.cursor = txn.cursor()
+        self.positions: list[int] = [start]
+        self.keys: list[bytes] = [first]
+
+    def mark(self, pos: int, key: bytes | memoryview) -> None:
+        i = bisect_right(self.positions, pos)
+        if i and self.positions[i - 1] == pos:
+            return
+        self.positions.insert(i, pos)
+        self.keys.insert(i, bytes(key))
+
+    def key(self, pos: int) -> bytes | None:
+        i = bisect_right(self.positions, pos) - 1
+        if i < 0:
+            return None
+        below, key_below = self.positions[i], self.keys[i]
+        if below == pos:
+            return key_below
+        try:
+            if i + 1 < len(self.positions) and self.positions[i + 1] - pos < pos - below:
+                return self._walk(self.positions[i + 1], self.keys[i + 1], pos - self.positions[i + 1])
+            return self._walk(below, key_below, pos - below)
+        except lmdb.Error:
+            return None
+
+    def _walk(self, at: int, key: bytes, steps: int) -> bytes | None:
+        if not self.cursor.set_key(key):
+            return None
+        if steps < 0:
+            keys = self.cursor.iterprev(keys=True, values=False)
+        else:
+            keys = self.cursor.iternext(keys=True, values=False)
+        next(keys)
+        step = 1 if steps > 0 else -1
+        found: bytes | memoryview | None = key
+        for _ in range(abs(steps) // MARK_EVERY):
+            found = next(islice(keys, MARK_EVERY - 1, None), None)
+            if found is None:
+                return None
+            at += step * MARK_EVERY
+            self.mark(at, found)
+        rest = abs(steps) % MARK_EVERY
+        if rest:
+            found = next(islice(keys, rest - 1, None), None)
+        return bytes(found) if found is not None else None
+
+
+def _next_position(it: Any, default: int) -> int:
+    """The position ``enumerate`` would give next (where iteration stopped)."""
+    try:
+        return int(it.__reduce__()[1][1])
+    except (AttributeError, IndexError, TypeError):  # pragma: no cover - other interpreters
+        return default
+
+
+class _Reader:
+    """Reads one shard: the key range, the record loop, and what every decoder's reader shares."""
+
+    def __init__(self, source: LmdbSource, env: Any, spec: dict[str, Any], decoder: Decoder) -> None:
+        self.source, self.env, self.spec, self.decoder = source, env, spec, decoder
+        self.txn = env.begin(buffers=True)
+        self.config = source.config
+        self.rel: str = spec["file"]
+        self.start: int = int(spec["start"])
+        self.count: int = int(spec["count"])
+        self.end = self.start + self.count
+        self.records: int = int(spec.get("records", self.count))
+        self.first = _unhex(spec["first"])
+        self.cap = self.config.max_locations
+        self.keys = _Keys(self.txn, self.first, self.start)
+        self.shapes: dict[str, int] = {}
+        self.samples: dict[str, list[Location]] = {}
+        self.sampled: dict[str, int] = {}
+        self.tallied = self.start
+        """Records before this position are in a tally already."""
+        self.accounted = 0
+        """Records since the last tally that other items counted (failures, images)."""
+        self.nbytes = 0
+
+    # locations ---------------------------------------------------------------------------------
+
+    def location(self, pos: int, key: bytes | memoryview | None = None, detail: str | None = None) -> Location:
+        text = key_text(key) if key is not None else key_text(self.keys.key(pos))
+        return Location(path=self.rel, key=text, index=pos, detail=detail)
+
+    def locator(self, positions: list[int] | range) -> Any:
+        def at(i: int) -> Location:
+            return self.location(positions[i])
+
+        return at
+
+    def failure(
+        self, code: str, pos: int, key: bytes | memoryview | None, detail: str, value: bytes | memoryview | None = None
+    ) -> ReadFailure:
+        self.accounted += 1
+        return ReadFailure(code, self.location(pos, key, detail), items=1, nbytes=len(value) if value else 0)
+
+    def bad_value(self, pos: int, key: bytes | memoryview, value: bytes | memoryview, why: str) -> ReadFailure:
+        """A value the decoder refuses: pickled-records when it is a pickle, else record-invalid."""
+        from ..records.pickles import describe, pickle_protocol
+
+        protocol = pickle_protocol(value)
+        if protocol is not None:
+            detail = f"a pickled Python object ({describe(protocol)}): not unpickled, not scanned"
+            return self.failure("R005", pos, key, detail, value)
+        return self.failure("R001", pos, key, f"{why} ({len(value)} bytes)", value)
+
+    def count_shape(self, shape: str, pos: int, key: bytes | memoryview | None, n: int = 1) -> None:
+        self.shapes[shape] = self.shapes.get(shape, 0) + n
+        if self.sampled.get(shape, 0) < self.cap:
+            self.sampled[shape] = self.sampled.get(shape, 0) + 1
+            self.samples.setdefault(shape, []).append(self.location(pos, key))
+
+    # the loop ------------------------------------------------------------------------------------
+
+    def run(self) -> Iterator[Any]:
+        cursor = self.txn.cursor()
+        try:
+            pairs = self._pairs(cursor)
+        except lmdb.Error as exc:
+            yield from self._stopped(self.start, exc)
+            return
+        if pairs is None:
+            last = key_text(_unhex(self.spec["last"]))
+            detail = (
+                f"the cursor cannot be placed at this key, the first of {self.count:,} records found when planning "
+                f"(up to key {last}): the B-tree path to it is damaged; those records were not read"
+            )
+            yield ReadFailure("R004", self.location(self.start, self.first, detail), items=self.count)
+            return
+        it = enumerate(pairs, self.start)
+        try:
+            yield from self.loop(it)
+        except lmdb.Error as exc:
+            stop = _next_position(it, self.start)
+            yield from self.flush(stop)
+            yield from self._stopped(stop, exc)
+            return
+        yield from self.flush(self.end)
+
+    def _pairs(self, cursor: Any) -> Iterator[tuple[Any, Any]] | None:
+        """The shard's (key, value) pairs: from its first key on, or else read backward from a key after it.
+
+        Keys in a damaged leaf page can be walked to but not looked up (the search inside the page goes astray),
+        and a damaged branch page hides whole subtrees from lookups that sibling steps still reach: the range
+        is then read backward from the next range's first key, or from the last key of the database.
+        """
+        del cursor
+        for attempt in (self._from_first, self._from_next, self._from_end):
+            try:
+                found = attempt(self.txn.cursor())
+            except lmdb.Error:
+                found = None
+                # LMDB refuses every later call in a transaction that met a damaged page: start a fresh one
+                self.txn.abort()
+                self.txn = self.env.begin(buffers=True)
+                self.keys = _Keys(self.txn, self.first, self.start)
+            if found is not None:
+                return found
+        return None
+
+    def _from_first(self, cursor: Any) -> Iterator[tuple[Any, Any]] | None:
+        if not cursor.set_key(self.first):
+            return None
+        return islice(cursor.iternext(keys=True, values=True), self.count)
+
+    def _from_next(self, cursor: Any) -> Iterator[tuple[Any, Any]] | None:
+        after = self.spec.get("next")
+        if after is None or not cursor.set_key(_unhex(after)) or not cursor.prev():
+            return None
+        return self._backward(cursor)
+
+    def _from_end(self, cursor: Any) -> Iterator[tuple[Any, Any]] | None:
+        last = _unhex(self.spec["last"])
+        if not cursor.last():
+            return None
+        for key in cursor.iterprev(keys=True, values=False):
+            if bytes(key) <= last:
+                break
+        if cursor.key() != last:
+            return None
+        return self._backward(cursor)
+
+    def _backward(self, cursor: Any) -> Iterator[tuple[Any, Any]] | None:
+        """``count`` pairs read backward from the cursor (placed at the range's last key), in key order."""
+        pairs = list(islice(cursor.iterprev(keys=True, values=True), self.count))
+        if len(pairs) != self.count or bytes(pairs[-1][0]) != self.first:
+            return None
+        pairs.reverse()
+        for pos, (key, _value) in enumerate(pairs, self.start):
+            self.keys.mark(pos, key)
+        return iter(pairs)
+
+    def _stopped(self, stop: int, exc: lmdb.Error) -> Iterator[Any]:
+        lost = self.end - stop
+        last = key_text(_unhex(self.spec["last"]))
+        reason = f"{type(exc).__name__}: {exc}"
+        if stop > self.start:
+            where = self.location(
+                stop - 1,
+                None,
+                f"reading stopped after this key: {reason}; {lost:,} records of "
+                f"this range, up to key {last}, were not read",
+            )
+        else:
+            where = Location(
+                path=self.rel,
+                key=key_text(self.first),
+                index=self.start,
+                detail=f"reading stopped at this key: {reason}; {lost:,} records up to key {last} were not read",
+            )
+        yield ReadFailure("R004", where, items=lost)
+
+    def loop(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def flush(self, end: int) -> Iterator[Any]:
+        """Everything gathered up to position ``end`` (exclusive), as items."""
+        yield from self.blocks(end)
+        yield RecordTally(
+            path=self.rel,
+            shapes=self.shapes,
+            samples=self.samples,
+            items=max(0, end - self.tallied - self.accounted),
+            nbytes=self.nbytes,
+        )
+        self.shapes, self.samples = {}, {}
+        self.tallied, self.accounted, self.nbytes = end, 0, 0
+
+    def blocks(self, end: int) -> Iterator[Any]:
+        return iter(())
+
+
+class _Batch:
+    """Rows of one numeric shape, copied from record values into a reused buffer."""
+
+    def __init__(self, reader: _Reader, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+        self.reader = reader
+        self.dtype, self.shape = dtype, shape
+        self.row_bytes = max(1, math.prod(shape) * dtype.itemsize)
+        self.rows = max(1, reader.config.block_bytes // self.row_bytes)
+        self.buf = bytearray(self.rows * self.row_bytes)
+        self.positions: list[int] = []
+        shape_text = "x".join(map(str, shape)) or "scalar"
+        full = (reader.records, *shape)
+        axis, channels = channel_layout(full)
+        self.meta = DatasetMeta(
+            stats_key=f"{reader.rel}::{name}[{shape_text}]",
+            path=reader.rel,
+            dataset=name,
+            dtype=str(dtype),
+            shape=full,
+            channel_axis=axis,
+            channels=channels,
+        )
+
+    @property
+    def full(self) -> bool:
+        return len(self.positions) >= self.rows
+
+    def add(self, pos: int, data: bytes | memoryview) -> None:
+        at = len(self.positions) * self.row_bytes
+        self.buf[at : at + self.row_bytes] = data
+        self.positions.append(pos)
+        self.reader.nbytes += self.row_bytes
+
+    def block(self) -> NumericBlock | None:
+        n = len(self.positions)
+        if not n:
+            return None
+        data = np.frombuffer(self.buf, self.dtype, count=n * self.row_bytes // self.dtype.itemsize)
+        positions, self.positions = self.positions, []
+        return NumericBlock(
+            meta=self.meta,
+            data=data.reshape(n, *self.shape),
+            offset=(0,) * (len(self.shape) + 1),
+            locate=self.reader.locator(positions),
+            nbytes=n * self.row_bytes,
+        )
+
+
+class _DatumReader(_Reader):
+    """Caffe Datums: labels in key order, pixel sizes, float_data values, encoded images."""
+
+    def __init__(self, source: LmdbSource, env: Any, spec: dict[str, Any], decoder: Decoder) -> None:
+        super().__init__(source, env, spec, decoder)
+        from ..records import datum
+
+        self.datum = datum
+        self.labels: list[int] = []
+        self.label_start = self.start
+        self.layout: Any = None
+        self.segment_layout: Any = None
+        self.segment_start = self.start
+        self.segment_slow: list[int] = []
+        self.candidate: tuple[Any, int] = (None, 0)
+        self.float_rows: _FloatRows | None = None
+        self.slow_floats: dict[tuple[int, int, int], _Batch] = {}
+
+    def loop(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+        while True:
+            layout = self.layout
+            if layout is None:
+                done = yield from self._slow_loop(it)
+            elif layout.kind == self.datum.RAW:
+                done = yield from self._raw_loop(it, layout)
+            else:
+                done = yield from self._float_loop(it, layout)
+            if done:
+                return
+
+    def _slow_loop(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Generator[Any, None, bool]:
+        for pos, (key, value) in it:
+            yield from self._slow(pos, key, value)
+            if self.layout is not None:
+                return False
+        return True
+
+    def _raw_loop(self, it: Iterator[tuple[int, tuple[Any, Any]]], layout: Any) -> Generator[Any, None, bool]:
+        head = layout.head
+        cut = len(head)
+        end = cut + layout.size
+        tails = layout.tails.get
+        labels = self.labels
+        add = labels.append
+        for pos, (key, value) in it:
+            if value[:cut] == head:
+                label = tails(value[end:])
+                if label is not None:
+                    add(label)
+                    if len(labels) >= BLOCK_RECORDS:
+                        self.keys.mark(pos, key)
+                        yield from self.flush(pos + 1)
+                    continue
+            yield from self._slow(pos, key, value)
+            if self.layout is not layout:
+                return False
+        return True
+
+    def _float_loop(self, it: Iterator[tuple[int, tuple[Any, Any]]], layout: Any) -> Generator[Any, None, bool]:
+        rows = self._rows(layout)
+        starts = layout.starts.get
+        width = layout.key_len
+        size = layout.size
+        tail = layout.tail
+        tail_len = len(tail)
+        buf = rows.buf
+        capacity = rows.capacity
+        put = rows.positions.append
+        add = self.labels.append
+        at = rows.fill
+        try:
+            for pos, (key, value) in it:
+                got = starts(value[:width])
+                if got is not None:
+                    label, start = got
+                    stop = start + size
+                    if len(value) == stop + tail_len and (not tail_len or value[stop:] == tail):
+                        buf[at : at + size] = value[start:stop]
+                        at += size
+                        put(pos)
+                        add(label)
+                        if at >= capacity:
+                            rows.fill = at
+                            self.keys.mark(pos, key)
+                            yield from self.flush(pos + 1)
+                            at = rows.fill
+                        continue
+                rows.fill = at
+                yield from self._slow(pos, key, value)
+                at = rows.fill
+                if self.layout is not layout:
+                    return False
+            return True
+        finally:
+            rows.fill = at
+
+    def _rows(self, layout: Any) -> _FloatRows:
+        if self.float_rows is None or self.float_rows.layout is not layout:
+            if self.float_rows is not None and self.float_rows.fill:
+                raise RuntimeError("float rows of another layout still pending")  # flushed before a switch
+            self.float_rows = _FloatRows(self, layout)
+        return self.float_rows
+
+    # the full parse ------------------------------------------------------------------------------
+
+    def _slow(self, pos: int, key: Any, value: Any) -> Iterator[Any]:
+        datum = self.datum
+        self.segment_slow.append(pos)
+        self.nbytes += len(value)
+        try:
+            d = datum.parse(value)
+        except datum.DatumError as exc:
+            self.labels.append(NO_LABEL)
+            yield self.bad_value(pos, key, value, str(exc))
+            yield from self._maybe_flush(pos, key)
+            return
+        self.labels.append(d.label if d.label is not None else NO_LABEL)
+        if d.encoded:
+            self.accounted += 1
+            yield EncodedImage(data=d.data, location=self.location(pos, key), label=d.label, nbytes=len(value))
+            yield from self._maybe_flush(pos, key)
+            return
+        shape = "x".join(map(str, d.shape))
+        self.count_shape(shape, pos, key)
+        if d.data and len(d.data) != d.expected:
+            c, h, w = d.shape
+            detail = f"data has {len(d.data):,} bytes, but channels×height×width = {c}×{h}×{w} = {d.expected:,}"
+            yield self.failure("R002", pos, key, detail)
+        elif not d.data and d.floats != d.expected:
+            c, h, w = d.shape
+            detail = f"float_data has {d.floats:,} values, but channels×height×width = {c}×{h}×{w} = {d.expected:,}"
+            yield self.failure("R002", pos, key, detail)
+        else:
+            if not d.data:
+                batch = self.slow_floats.get(d.shape)
+                if batch is None:
+                    batch = self.slow_floats[d.shape] = _Batch(self, "float_data", np.dtype(np.float32), d.shape)
+                batch.add(pos, np.asarray(d.message.float_data, np.float32).tobytes())
+                if batch.full:
+                    yield from self.flush(pos + 1)
+            yield from self._learn(pos, value, d)
+        yield from self._maybe_flush(pos, key)
+
+    def drop_label(self, pos: int) -> int:
+        """The label buffered for ``pos`` (not flushed yet), replaced by NO_LABEL."""
+        i = pos - self.label_start
+        label, self.labels[i] = self.labels[i], NO_LABEL
+        return label
+
+    def _maybe_flush(self, pos: int, key: Any) -> Iterator[Any]:
+        if len(self.labels) >= BLOCK_RECORDS:
+            self.keys.mark(pos, key)
+            yield from self.flush(pos + 1)
+
+    def _learn(self, pos: int, value: Any, d: Any) -> Iterator[Any]:
+        """Adopt the layout of well-formed records (switching when another one keeps coming)."""
+        layout = self.layout
+        if layout is not None and layout.shape == d.shape and layout.learn(value):
+            self.candidate = (None, 0)
+            return
+        if layout is not None and (d.label is None or d.label >= self.datum.MAX_LABELS):
+            return
+        new = self.datum.layout_of(value, d)
+        if new is None:
+            return
+        if layout is not None:
+            seen, n = self.candidate
+            same = seen is not None and seen.kind == new.kind and seen.shape == new.shape
+            self.candidate = (seen if same else new, n + 1 if same else 1)
+            if self.candidate[1] < SWITCH_AFTER:
+                return
+            new = self.candidate[0]
+            new.learn(value)
+            yield from self.flush(pos + 1)
+        self.candidate = (None, 0)
+        self._close_segment(pos + 1)
+        self.layout = self.segment_layout = new
+
+    def _close_segment(self, end: int) -> None:
+        """Count the records the current layout recognised in [segment start, end), with sample locations."""
+        layout = self.segment_layout
+        slow = self.segment_slow
+        if layout is not None:
+            hits = (end - self.segment_start) - len(slow)
+            if hits > 0:
+                shape = layout.shape_text
+                self.shapes[shape] = self.shapes.get(shape, 0) + hits
+                want = self.cap - self.sampled.get(shape, 0)
+                if want > 0:
+                    skip = set(slow)
+                    found = [
+                        p for p in itertools.islice(range(self.segment_start, end), want + len(slow)) if p not in skip
+                    ][:want]
+                    self.sampled[shape] = self.sampled.get(shape, 0) + len(found)
+                    self.samples.setdefault(shape, []).extend(self.location(p) for p in found)
+                size = len(layout.head) + layout.size + 2
+                self.nbytes += hits * size
+        self.segment_start = end
+        self.segment_slow = []
+        self.segment_layout = self.layout
+
+    # flushing ------------------------------------------------------------------------------------
+
+    def blocks(self, end: int) -> Iterator[Any]:
+        self._close_segment(end)
+        if self.float_rows is not None and self.float_rows.fill:
+            yield from self.float_rows.blocks()
+        for batch in self.slow_floats.values():
+            block = batch.block()
+            if block is not None:
+                yield block
+        yield from self._label_blocks()
+
+    def _label_blocks(self) -> Iterator[Any]:
+        if not self.labels:
+            return
+        values = np.array(self.labels, np.int64)
+        start = self.label_start
+        self.labels.clear()
+        self.label_start = start + values.size
+        present = values != NO_LABEL
+        if present.all():
+            runs = [(0, values.size)]
+        else:
+            edges = np.flatnonzero(np.diff(np.concatenate(([False], present, [False])).astype(np.int8)))
+            runs = list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
+        for a, b in runs:
+            yield LabelBlock(
+                stream=LABEL_STREAM,
+                labels=values[a:b],
+                global_start=start + a,
+                locate=self.locator(range(start + a, start + b)),
+                nbytes=(b - a) * 4,
+            )
+
+
+SWITCH_AFTER = 16
+"""Records in a row of another recognisable layout before the fast path switches to it."""
+
+FLOAT_ITEM = np.dtype([("tag", "u1"), ("value", "<f4")])
+
+
+class _FloatRows:
+    """float_data payloads of one layout, copied as they are on the wire (tag byte + float) into a buffer."""
+
+    def __init__(self, reader: _DatumReader, layout: Any) -> None:
+        self.reader, self.layout = reader, layout
+        rows = max(1, reader.config.block_bytes // layout.size)
+        self.capacity = rows * layout.size
+        self.buf = bytearray(self.capacity)
+        self.fill = 0
+        self.positions: list[int] = []
+        self.batch = _Batch(reader, "float_data", np.dtype(np.float32), layout.shape)
+
+    def blocks(self) -> Iterator[Any]:
+        layout = self.layout
+        n = self.fill // layout.size
+        items = np.frombuffer(self.buf, FLOAT_ITEM, count=n * layout.count).reshape(n, layout.count)
+        positions, self.positions = self.positions, []
+        self.fill = 0
+        good = (items["tag"] == self.reader.datum.TAG_FLOAT).all(axis=1)
+        if not good.all():
+            yield from self._recheck(items, positions, np.flatnonzero(~good))
+            positions = [p for p, ok in zip(positions, good.tolist(), strict=True) if ok]
+            items = items[good]
+        if not positions:
+            return
+        data = np.ascontiguousarray(items["value"]).astype(np.float32, copy=False)
+        yield NumericBlock(
+            meta=self.batch.meta,
+            data=data.reshape(len(positions), *layout.shape),
+            offset=(0, 0, 0, 0),
+            locate=self.reader.locator(positions),
+            nbytes=data.nbytes,
+        )
+
+    def _recheck(self, items: np.ndarray[Any, Any], positions: list[int], rows: np.ndarray[Any, Any]) -> Iterator[Any]:
+        """Rows whose payload was not all float items: not this layout after all. Parse them in full."""
+        reader = self.reader
+        layout = self.layout
+        for row in rows.tolist():
+            pos = positions[row]
+            label = reader.drop_label(pos)
+            value = layout.head + bytes([5 << 3]) + _varint(label) + items[row].tobytes() + layout.tail
+            try:
+                d = reader.datum.parse(value)
+            except reader.datum.DatumError as exc:
+                yield reader.failure("R001", pos, None, f"{exc} ({len(value)} bytes)")
+                continue
+            c, h, w = d.shape
+            detail = f"float_data has {d.floats:,} values, but channels×height×width = {c}×{h}×{w} = {d.expected:,}"
+            yield reader.failure("R002", pos, None, detail)
+
+
+def _varint(value: int) -> bytes:
+    from ..records.wire import varint
+
+    return varint(value)
+
+
+class _NumericReader(_Reader):
+    """npy blobs and raw numbers: batched by dtype and shape into numeric blocks."""
+
+    def __init__(self, source: LmdbSource, env: Any, spec: dict[str, Any], decoder: Decoder) -> None:
+        super().__init__(source, env, spec, decoder)
+        self.batches: dict[tuple[str, tuple[int, ...]], _Batch] = {}
+
+    def batch(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> _Batch:
+        key = (dtype.str, shape)
+        found = self.batches.get(key)
+        if found is None:
+            found = self.batches[key] = _Batch(self, self.decoder.name, dtype, shape)
+        return found
+
+    def blocks(self, end: int) -> Iterator[Any]:
+        for batch in self.batches.values():
+            block = batch.block()
+            if block is not None:
+                yield block
+
+    def loop(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+        if self.decoder.raw is not None:
+            yield from self._raw(it)
+        else:
+            yield from self._npy(it)
+
+    def _raw(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+        spec = self.decoder.raw
+        assert spec is not None
+        size = spec.nbytes
+        batch = self.batch(spec.dtype, spec.shape)
+        since = self.start
+        for pos, (key, value) in it:
+            if len(value) == size:
+                batch.add(pos, value)
+                if batch.full:
+                    self.keys.mark(pos, key)
+                    yield from self.flush(pos + 1)
+                    since = pos + 1
+                continue
+            from ..records.pickles import pickle_protocol
+
+            if pickle_protocol(value) is not None:
+                yield self.bad_value(pos, key, value, "a pickle")
+            else:
+                detail = f"the value has {len(value):,} bytes, but {spec} needs {size:,}"
+                yield self.failure("R002", pos, key, detail, value)
+            if pos + 1 - since >= BLOCK_RECORDS:
+                yield from self.flush(pos + 1)
+                since = pos + 1
+
+    def _npy(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+        from ..records import npy
+
+        since = self.start
+        for pos, (key, value) in it:
+            self.nbytes += len(value)
+            try:
+                header = npy.read_header(value)
+            except npy.NpyPickled as exc:
+                yield self.failure("R005", pos, key, f"an .npy {exc}: not unpickled, not scanned", value)
+                continue
+            except npy.NpyError as exc:
+                yield self.bad_value(pos, key, value, f"not an .npy value: {exc}")
+                continue
+            have = len(value) - header.offset
+            self.count_shape(header.shape_text, pos, key)
+            if have != header.nbytes:
+                detail = (
+                    f"the .npy data has {have:,} bytes, but its header declares {header.dtype} "
+                    f"{header.shape_text} = {header.nbytes:,}"
+                )
+                yield self.failure("R002", pos, key, detail)
+                continue
+            if header.dtype.kind in "biuf" and header.nbytes:
+                batch = self.batch(header.dtype, header.shape)
+                if header.fortran:
+                    batch.add(pos, np.ascontiguousarray(npy.as_array(value, header)).tobytes())
+                else:
+                    batch.add(pos, value[header.offset :])
+                if batch.full:
+                    self.keys.mark(pos, key)
+                    yield from self.flush(pos + 1)
+                    since = pos + 1
+                    continue
+            if pos + 1 - since >= BLOCK_RECORDS:
+                self.keys.mark(pos, key)
+                yield from self.flush(pos + 1)
+                since = pos + 1
+
+
+class _ImageReader(_Reader):
+    """Encoded images: one EncodedImage item per record, judged by the image checks."""
+
+    def loop(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+        from ..records.pickles import pickle_protocol
+
+        for pos, (key, value) in it:
+            if len(value) > 2 and value[0] == 0x80 and pickle_protocol(value) is not None:
+                yield self.bad_value(pos, key, value, "a pickle")
+                continue
+            self.accounted += 1
+            yield EncodedImage(data=bytes(value), location=self.location(pos, key), nbytes=len(value))
+
+
+READERS: dict[str, type[_Reader]] = {
+    "datum": _DatumReader,
+    "npy": _NumericReader,
+    "raw": _NumericReader,
+    "image": _ImageReader,
+}

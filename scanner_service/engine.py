@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import checks
+from .checks.image_prepass import inspect_item
 from .config import ScanConfig
 from .context import ScanContext
 from .errors import ScanCancelled
@@ -33,6 +34,7 @@ def _labels_prepass(item: Any, ctx: ScanContext) -> Any:
 PREPASS: dict[str, Callable[[Any, ScanContext], Any]] = {
     "numeric": lambda item, ctx: summarize(item, ctx.moments),
     "labels": _labels_prepass,
+    "image": inspect_item,
 }
 """Work shared by every hook of an item kind, done once per item; its result is the hooks' ``summary``."""
 

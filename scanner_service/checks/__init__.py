@@ -13,9 +13,18 @@ from typing import Any
 
 from ..errors import UnknownCheck
 from . import (
+    channel_mismatch,
     constant_feature,
+    constant_image,
     corrupt_chunk,
+    corrupt_image,
+    corrupt_image_data,
+    decompression_bomb,
+    duplicate_image,
     empty_dataset,
+    empty_file,
+    exif_rotation,
+    extension_mismatch,
     float16_overflow,
     inf_value,
     label_batch_absence,
@@ -27,7 +36,11 @@ from . import (
     missing_file,
     missing_filter,
     nan_value,
+    not_an_image,
+    tiny_image,
+    trailing_data,
     unreadable_file,
+    unusual_mode,
 )
 from .base import Check
 
@@ -47,6 +60,19 @@ MODULES: tuple[ModuleType, ...] = (
     missing_file,
     list_syntax,
     empty_dataset,
+    empty_file,
+    not_an_image,
+    corrupt_image,
+    corrupt_image_data,
+    extension_mismatch,
+    trailing_data,
+    decompression_bomb,
+    constant_image,
+    tiny_image,
+    unusual_mode,
+    channel_mismatch,
+    exif_rotation,
+    duplicate_image,
 )
 
 CHECKS: tuple[Check, ...] = tuple(m.CHECK for m in MODULES)

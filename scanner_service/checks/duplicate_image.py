@@ -1,0 +1,82 @@
+"""I013 duplicate-image: byte-identical images; across classes, a label conflict."""
+
+from __future__ import annotations
+
+import xxhash
+
+from ..context import ScanContext
+from ..imaging import Verdict
+from ..items import EncodedImage
+from ..location import Location
+from ..severity import Severity
+from .base import Check
+
+CHECK = Check(
+    code="I013",
+    name="duplicate-image",
+    severity=Severity.WARNING,
+    summary=(
+        "Finds groups of byte-identical images (same xxh3 digest of the bytes), and says when the copies "
+        "carry "
+        "different labels (a label conflict)."
+    ),
+    why=(
+        "Copies weigh an image more than the others, and copies that cross a train/validation split inflate "
+        "the validation score. Copies with different labels teach the model two answers for one input: the "
+        "loss cannot reach zero on them, and they usually mean a labelling or merging error."
+    ),
+    fix=(
+        "Keep one copy of each group; for a label conflict, decide the right label first. The detail names "
+        "the "
+        "other copies."
+    ),
+    message="{count} group{s} of byte-identical images ({values} redundant)",
+)
+
+FAMILY = "duplicate-image"
+SHOWN = 5
+
+
+def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
+    if verdict.format is None or verdict.empty:
+        return
+    digest = xxhash.xxh3_64_hexdigest(item.data)
+    where = item.location
+    if item.label is not None:
+        where = where.model_copy(update={"detail": str(item.label)})
+    ctx.partial.group(FAMILY, digest, where)
+
+
+def _class_names(ctx: ScanContext) -> list[str]:
+    """Class names by id when the scan has a single label stream that names its classes."""
+    tallies = list(ctx.partial.labels.values())
+    return list(tallies[0].classes) if len(tallies) == 1 else []
+
+
+def _label_text(label: str, names: list[str]) -> str:
+    try:
+        i = int(label)
+    except ValueError:
+        return label
+    return f"{i} ({names[i]})" if 0 <= i < len(names) and names[i] != label else label
+
+
+def finalize(ctx: ScanContext) -> None:
+    groups = [sorted(locs, key=Location.sort_key) for locs in ctx.partial.groups.get(FAMILY, {}).values()]
+    groups = [g for g in groups if len(g) > 1]
+    if not groups:
+        return
+    groups.sort(key=lambda g: g[0].sort_key())
+    names_by_id = _class_names(ctx)
+    locs = []
+    for members in groups[: ctx.partial.cap]:
+        first, others = members[0], members[1:]
+        names = ", ".join(m.short() for m in others[:SHOWN])
+        if len(others) > SHOWN:
+            names += f" and {len(others) - SHOWN} more"
+        text = f"{len(members)} identical copies: also {names}"
+        labels = sorted({m.detail for m in members if m.detail is not None}, key=lambda x: (len(x), x))
+        if len(labels) > 1:
+            text += f"; label conflict: labels {', '.join(_label_text(x, names_by_id) for x in labels)}"
+        locs.append(first.model_copy(update={"detail": text}))
+    ctx.emit_many(CHECK.code, len(groups), sum(len(g) - 1 for g in groups), locs)

@@ -1,0 +1,38 @@
+"""The work every image check shares, done once per encoded image (``engine.PREPASS["image"]``).
+
+It inspects the bytes (``scanner_service.imaging.inspect_image``), records which decoder judged them in the
+partial's ``info``, and reports NaN/Inf pixels of float images as ``nan-value``/``inf-value`` at the file.
+The image checks' hooks read the returned ``Verdict``; none of them decodes anything again.
+"""
+
+from __future__ import annotations
+
+from ..context import ScanContext
+from ..imaging import Verdict, decoder_entry, inspect_image
+from ..items import EncodedImage
+from ..location import Location
+
+
+def detail(item: EncodedImage, text: str) -> Location:
+    """The item's location with ``text`` as its detail."""
+    return item.location.model_copy(update={"detail": text})
+
+
+def inspect_item(item: EncodedImage, ctx: ScanContext) -> Verdict:
+    verdict = inspect_image(item.data, item.name, ctx.config.max_pixels)
+    entry = decoder_entry(verdict)
+    if entry is not None and entry[0] not in ctx.partial.info:
+        ctx.partial.info[entry[0]] = entry[1]
+    if verdict.nan:
+        ctx.emit(
+            "V001",
+            detail(item, f"{verdict.nan} NaN pixel value{'s' if verdict.nan > 1 else ''}"),
+            verdict.nan,
+        )
+    if verdict.inf:
+        ctx.emit(
+            "V002",
+            detail(item, f"{verdict.inf} infinite pixel value{'s' if verdict.inf > 1 else ''}"),
+            verdict.inf,
+        )
+    return verdict

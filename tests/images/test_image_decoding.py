@@ -1,0 +1,267 @@
+"""inspect_image on real files: valid ones of every kind pass, each kind of damage gets its verdict."""
+
+from __future__ import annotations
+
+import io
+import zlib
+
+import numpy as np
+import pytest
+from imagetools import chunk, encode, jpeg, natural, png, png_bytes, zero_block
+from PIL import Image
+
+from scanner_service.imaging import decoder_entry, inspect_image
+from scanner_service.imaging.jpeg import end_of_image, parse_header
+
+# -- the PNG encoder of these tests is itself checked against Pillow ------------------------------------
+
+PNG_CASES = [
+    (colour, depth, interlace)
+    for colour, depths in ((0, (1, 2, 4, 8, 16)), (2, (8, 16)), (3, (1, 2, 4, 8)), (4, (8, 16)), (6, (8, 16)))
+    for depth in depths
+    for interlace in (False, True)
+]
+
+
+def _png_case(
+    rng: np.random.Generator, colour: int, depth: int, interlace: bool, h: int = 13, w: int = 11
+) -> bytes:
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colour]
+    top = (1 << depth) - 1
+    pixels = rng.integers(0, top + 1, (h, w, channels), dtype=np.uint32).astype(
+        np.uint16 if depth == 16 else np.uint8
+    )
+    palette = bytes(rng.integers(0, 256, 3 << depth, dtype=np.uint8)) if colour == 3 else None
+    return png_bytes(pixels, colour, depth, interlace, palette=palette)
+
+
+@pytest.mark.parametrize(("colour", "depth", "interlace"), PNG_CASES, ids=lambda v: str(v))
+def test_every_valid_png_layout_passes(
+    rng: np.random.Generator, colour: int, depth: int, interlace: bool
+) -> None:
+    data = _png_case(rng, colour, depth, interlace)
+    with Image.open(io.BytesIO(data)) as im:  # the reference decoder accepts what the encoder wrote
+        im.load()
+        assert im.size == (11, 13)
+    v = inspect_image(data, "x.png")
+    assert v.error is None and v.damage == [] and v.bomb is None
+    assert (v.width, v.height, v.format) == (11, 13, "png")
+    assert (v.unusual is not None) == (depth == 16 or colour == 4)
+
+
+def test_png_damage_gets_the_decoder_reason(rng: np.random.Generator) -> None:
+    good = png_bytes(natural(rng, 40, 30), 2, 8, interlace=True)
+    ihdr_end = 8 + 25
+    idat = good.index(b"IDAT") - 4
+    length = int.from_bytes(good[idat : idat + 4], "big")
+    body = bytearray(good[idat + 8 : idat + 8 + length])
+    body[40:60] = bytes(range(20))
+    bad_zlib = good[:idat] + chunk(b"IDAT", bytes(body)) + good[idat + 12 + length :]
+    flipped = bytearray(good)
+    flipped[idat + 20] ^= 0x01
+    bad_ihdr = good[:8] + chunk(b"IHDR", good[16:24] + bytes([3, 2, 0, 0, 0])) + good[ihdr_end:]
+    cases = {
+        "bad IDAT CRC": (bytes(flipped), "bad CRC in the IDAT chunk"),
+        "valid CRC, damaged zlib data": (bad_zlib, "IDAT"),
+        "no IEND": (good[:-12], "no IEND"),
+        "cut in IDAT": (good[: idat + 30], "truncated"),
+        "bit depth 3": (bad_ihdr, "bit depth 3 is invalid"),
+        "filter type 7": (png_bytes(natural(rng, 8, 8), 2, 8, filter_type=7), "invalid filter type 7"),
+        "no PLTE": (png_bytes(np.zeros((4, 4), np.uint8), 3, 8), "without a PLTE"),
+        "bad tEXt CRC": (
+            good[:ihdr_end] + chunk(b"tEXt", b"a\x00b")[:-1] + b"\x00" + good[ihdr_end:],
+            "tEXt",
+        ),
+    }
+    for name, (data, reason) in cases.items():
+        v = inspect_image(data, "x.png")
+        assert v.error is not None and reason in v.error, (name, v.error)
+
+
+def test_png_short_rows_and_extra_data() -> None:
+    pixels = np.arange(64, dtype=np.uint8).reshape(8, 8)
+    raw = b"".join(b"\x00" + bytes(r) for r in pixels)
+    header = chunk(b"IHDR", (8).to_bytes(4, "big") * 2 + bytes([8, 0, 0, 0, 0]))
+
+    def make(stream: bytes) -> bytes:
+        return b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", stream) + chunk(b"IEND", b"")
+
+    short = inspect_image(make(zlib.compress(raw[:-9])), "s.png")
+    assert short.error is not None and "after 63 of 72 bytes" in short.error
+    extra = inspect_image(make(zlib.compress(raw + b"\x00" * 9)), "e.png")
+    assert extra.error is None and extra.damage == ["IDAT: more image data than the header declares"]
+
+
+def test_apng_every_frame_is_checked(rng: np.random.Generator) -> None:
+    frames = [Image.fromarray(natural(rng, 24, 24)) for _ in range(3)]
+    data = encode(frames[0], "PNG", save_all=True, append_images=frames[1:], duration=50)
+    v = inspect_image(data, "a.png")
+    assert v.error is None and v.frames == 3
+    # damage the compressed data of the last frame (fdAT), keeping its CRC valid
+    at = data.rindex(b"fdAT") - 4
+    length = int.from_bytes(data[at : at + 4], "big")
+    body = bytearray(data[at + 8 : at + 8 + length])
+    body[10:40] = bytes(30)
+    broken = data[:at] + chunk(b"fdAT", bytes(body)) + data[at + 12 + length :]
+    v = inspect_image(broken, "a.png")
+    assert v.error is not None and v.error.startswith("APNG frame 2")
+
+
+def test_jpeg_variants_pass(rng: np.random.Generator) -> None:
+    variants = {
+        "baseline": jpeg(rng),
+        "progressive": jpeg(rng, progressive=True),
+        "gray": jpeg(rng, mode="L"),
+        "cmyk": jpeg(rng, mode="CMYK"),
+        "4:4:4": jpeg(rng, subsampling=0),
+        "4:2:2": jpeg(rng, subsampling=1),
+        "restart markers": jpeg(rng, restart_marker_blocks=2),
+        "odd size": jpeg(rng, h=37, w=53),
+        "optimized": jpeg(rng, optimize=True),
+    }
+    for name, data in variants.items():
+        v = inspect_image(data, "x.jpg")
+        assert v.error is None and v.damage == [] and v.trailing == 0, (name, v)
+        assert v.constant is None
+    assert inspect_image(variants["cmyk"], "x.jpg").mode == "CMYK"
+    assert inspect_image(variants["gray"], "x.jpg").gray is True
+
+
+def test_jpeg_damage_error_or_warning(rng: np.random.Generator) -> None:
+    good = jpeg(rng, 160, 200)
+    dht = good.index(b"\xff\xc4") + 5
+    truncated = inspect_image(good[: len(good) // 2], "t.jpg")
+    assert truncated.error is not None and "no end-of-image marker" in truncated.error
+    no_eoi = inspect_image(good[:-2], "t.jpg")
+    assert no_eoi.error is not None and "truncated" in no_eoi.error
+    huffman = inspect_image(good[:dht] + b"\xff" * 16 + good[dht + 16 :], "h.jpg")
+    assert huffman.error is not None and "DHT" in huffman.error
+    zeroed = inspect_image(zero_block(good), "z.jpg")  # Pillow decodes it silently: a warning
+    assert zeroed.error is None and zeroed.damage and zeroed.damage[0].startswith("Corrupt JPEG data")
+    header_only = inspect_image(good[:300], "h.jpg")
+    assert header_only.error is not None
+
+
+def test_jpeg_damage_pillow_fails_on_is_an_error(rng: np.random.Generator) -> None:
+    """A stray marker in the scan: non-strict libjpeg steps over it, Pillow raises."""
+    good = jpeg(rng, 160, 200)
+    start = good.index(b"\xff\xda")
+    at = start + 400
+    v = inspect_image(good[:at] + b"\xff\x7d\x00\x00" + good[at + 4 :], "m.jpg")
+    assert v.error is not None and "Pillow:" in v.error
+
+
+def test_trailing_data_and_concatenation(rng: np.random.Generator) -> None:
+    a = jpeg(rng)
+    head = parse_header(a)
+    assert end_of_image(a, head.scan) == len(a)
+    glued = inspect_image(a + jpeg(rng), "g.jpg")
+    assert glued.error is None and glued.trailing > 0 and "another JPEG" in glued.trailing_what
+    payload = inspect_image(a + b"PK\x03\x04secret", "p.jpg")
+    assert payload.trailing == 10
+    p = png(rng)
+    assert inspect_image(p + b"tail", "t.png").trailing == 4
+    gif = encode(Image.fromarray(natural(rng, 16, 16)).convert("P"), "GIF")
+    assert inspect_image(gif + b"xyz", "t.gif").trailing == 3
+    webp = encode(Image.fromarray(natural(rng, 16, 16)), "WEBP")
+    assert inspect_image(webp + b"xyz", "t.webp").trailing == 3
+
+
+def test_multi_frame_formats_are_decoded_frame_by_frame(rng: np.random.Generator) -> None:
+    frames = [Image.fromarray(natural(rng, 20, 20)).convert("P") for _ in range(4)]
+    gif = encode(frames[0], "GIF", save_all=True, append_images=frames[1:])
+    v = inspect_image(gif, "a.gif")
+    assert v.error is None and v.frames == 4
+    cut = inspect_image(gif[: len(gif) * 3 // 4], "a.gif")
+    assert cut.error is not None or cut.damage
+    pages = [Image.fromarray(natural(rng, 20, 20)) for _ in range(3)]
+    tiff = encode(pages[0], "TIFF", save_all=True, append_images=pages[1:])
+    v = inspect_image(tiff, "a.tif")
+    assert v.error is None and v.frames == 3
+    assert inspect_image(tiff[: len(tiff) - 600], "a.tif").error is not None
+
+
+def test_other_formats_judged_by_pillow(rng: np.random.Generator) -> None:
+    image = Image.fromarray(natural(rng, 24, 32))
+    for fmt, name in (
+        ("BMP", "a.bmp"),
+        ("TIFF", "a.tif"),
+        ("WEBP", "a.webp"),
+        ("GIF", "a.gif"),
+        ("PPM", "a.ppm"),
+    ):
+        data = encode(image if fmt != "GIF" else image.convert("P"), fmt)
+        v = inspect_image(data, name)
+        assert v.error is None and v.usable and v.judge == "pillow", (fmt, v)
+        entry = decoder_entry(v)
+        assert entry is not None and entry[1].startswith("Pillow ")
+        assert inspect_image(data[: len(data) // 2], name).error is not None, fmt
+
+
+def test_float_tiff_nan_and_inf_are_counted() -> None:
+    arr = np.array([[1.0, np.nan, 2.0], [np.inf, -np.inf, 0.5]], np.float32)
+    v = inspect_image(encode(Image.fromarray(arr), "TIFF"), "f.tif")
+    assert (v.mode, v.nan, v.inf) == ("F", 1, 2)
+    assert v.unusual is not None
+
+
+def test_bombs_are_judged_from_the_header_only() -> None:
+    header = chunk(b"IHDR", (50_000).to_bytes(4, "big") * 2 + bytes([8, 2, 0, 0, 0]))
+    png_bomb = b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", b"garbage") + chunk(b"IEND", b"")
+    v = inspect_image(png_bomb, "b.png", max_pixels=10_000_000)
+    assert v.bomb is not None and v.error is None and "2,500,000,000 pixels" in v.bomb
+    small = encode(Image.new("RGB", (64, 64)), "JPEG")
+    sof = small.index(b"\xff\xc0") + 5
+    jpeg_bomb = small[:sof] + (60_000).to_bytes(2, "big") * 2 + small[sof + 4 :]
+    v = inspect_image(jpeg_bomb, "b.jpg", max_pixels=1_000_000)
+    assert v.bomb is not None and v.error is None
+    assert inspect_image(small, "s.jpg", max_pixels=64 * 64).bomb is None
+
+
+def test_constant_images(rng: np.random.Generator) -> None:
+    assert inspect_image(encode(Image.new("RGB", (64, 48), (9, 8, 7)), "JPEG"), "c.jpg").constant is not None
+    assert inspect_image(encode(Image.new("L", (64, 48), 0), "PNG"), "c.png").constant == "0"
+    flat16 = png_bytes(np.full((20, 20), 40000, np.uint16), 0, 16)
+    assert inspect_image(flat16, "c.png").constant == "40000"
+    assert inspect_image(encode(Image.new("P", (30, 30), 3), "GIF"), "c.gif").constant is not None
+    one_dot = np.zeros((64, 64, 3), np.uint8)
+    one_dot[31, 40] = 255
+    assert inspect_image(encode(Image.fromarray(one_dot), "PNG"), "d.png").constant is None
+    assert inspect_image(encode(Image.fromarray(one_dot), "JPEG", quality=95), "d.jpg").constant is None
+
+
+def test_exif_orientation(rng: np.random.Generator) -> None:
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    image = Image.fromarray(natural(rng, 20, 30))
+    for fmt, name in (("JPEG", "o.jpg"), ("PNG", "o.png"), ("WEBP", "o.webp"), ("TIFF", "o.tif")):
+        assert inspect_image(encode(image, fmt, exif=exif), name).orientation == 6, fmt
+    assert inspect_image(encode(image, "JPEG"), "n.jpg").orientation is None
+
+
+def test_non_images_are_described() -> None:
+    assert inspect_image(b"", "e.jpg").empty
+    cases = {
+        b"<!DOCTYPE html><html><body>Forbidden</body></html>": "HTML",
+        b"just some words\n": "text",
+        bytes(2000): "zero bytes",
+        b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ": "binary",
+        b"PK\x03\x04" + bytes(40): "ZIP",
+    }
+    for data, word in cases.items():
+        v = inspect_image(data, "x.jpg")
+        assert v.format is None and word in v.content, (data[:10], v.content)
+
+
+def test_unreadable_formats_are_errors_not_non_images() -> None:
+    heic = b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + bytes(100)
+    v = inspect_image(heic, "x.heic")
+    assert v.format == "heif" and v.error is not None and "HEIF" in v.error
+
+
+def test_decoders_are_named_with_versions(rng: np.random.Generator) -> None:
+    entry = decoder_entry(inspect_image(jpeg(rng), "a.jpg"))
+    assert entry is not None and entry[0] == "decoder.jpeg"
+    assert "libjpeg-turbo" in entry[1] and "simplejpeg" in entry[1]
+    entry = decoder_entry(inspect_image(png(rng), "a.png"))
+    assert entry is not None and entry[0] == "decoder.png" and "isal" in entry[1]

@@ -1,0 +1,66 @@
+"""A decoder that kills its process costs one file, not the scan: the pool retries, splits, reports."""
+
+from __future__ import annotations
+
+import faulthandler
+import multiprocessing as mp
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from imagetools import jpeg
+
+from scanner_service import ScanConfig, merge
+from scanner_service.pool import ShardPool
+from scanner_service.sources import BY_KIND
+from scanner_service.sources.base import Shard
+from scanner_service.sources.images import ImageFolderSource
+
+
+class KillingImages(ImageFolderSource):
+    """An image folder whose reader dies of SIGSEGV on any file named ``killer*`` (a decoder crash)."""
+
+    kind = "test-killing-images"
+
+    def read(self, shard: Shard) -> Iterator[Any]:
+        for item in super().read(shard):
+            if getattr(item, "name", "").startswith("killer"):
+                os.kill(os.getpid(), signal.SIGSEGV)
+            yield item
+
+
+@pytest.mark.slow
+def test_a_crashing_file_becomes_corrupt_image_and_the_rest_is_scanned(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    write: Callable[[str, bytes], Path],
+    rng: np.random.Generator,
+) -> None:
+    for i in range(30):
+        write(f"a/{i:02d}.jpg", jpeg(rng, 40, 40))
+    write("a/killer.jpg", jpeg(rng, 40, 40))
+    write("b/cut.jpg", jpeg(rng, 40, 40)[:200])
+    write("b/killer2.jpg", jpeg(rng, 40, 40))
+    monkeypatch.setitem(BY_KIND, KillingImages.kind, KillingImages)
+    config = ScanConfig(shard_bytes=1 << 16)
+    planned = KillingImages(tmp_path, config).plan()
+    pool = ShardPool(KillingImages.kind, str(tmp_path), config, workers=2)
+    pool.ctx = mp.get_context("fork")  # the registry entry above must reach the workers
+    faulthandler.disable()  # pytest's crash dumps would flood the output from the killed workers
+    try:
+        merged = merge([planned.partial, *pool.run(planned.shards)])
+    finally:
+        faulthandler.enable()
+    corrupt = merged.findings["I003"]
+    assert [(loc.path, loc.detail) for loc in corrupt.sorted_locations()] == [
+        ("a/killer.jpg", "the decoder crashed: the reader process was killed by SIGSEGV"),
+        ("b/cut.jpg", corrupt.sorted_locations()[1].detail),
+        ("b/killer2.jpg", "the decoder crashed: the reader process was killed by SIGSEGV"),
+    ]
+    assert "truncated" in (corrupt.sorted_locations()[1].detail or "")
+    assert merged.items == 33  # every file counted: 31 read, 2 reported as crashes
+    assert merged.labels["."].histogram == {0: 30, 1: 1}  # the labels of the files read

@@ -1,0 +1,222 @@
+"""Image folders and image lists: detection, layout, labels, line numbers, shards."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from imagetools import codes, finding, jpeg, places, png, scan_dir
+
+from scanner_service import ScanConfig
+from scanner_service.engine import plan, scan_shard
+from scanner_service.partial import merge
+from scanner_service.sources import detect_kind, open_source
+from scanner_service.sources.images import ImageFolderSource
+
+Write = Callable[[str, bytes], Path]
+
+
+def _locs(report: object, code: str) -> list[tuple[str, int | None, str | None]]:
+    f = finding(report, code)
+    return [(loc.path, loc.line, loc.detail) for loc in f.locations] if f else []
+
+
+# -- folders -------------------------------------------------------------------------------------------
+
+
+def test_imagefolder_classes_include_empty_and_hidden_folders(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    for i in range(3):
+        write(f"dog/{i}.jpg", jpeg(rng))
+        write(f"cat/nested/{i}.jpg", jpeg(rng))
+    (tmp_path / "zebra").mkdir()
+    write(".ipynb_checkpoints/notes-checkpoint.ipynb", b"{}")
+    write("README.md", b"# data")
+    assert detect_kind(tmp_path) == "images"
+    report = scan_dir(tmp_path)
+    labels = report.labels[0]
+    assert [(row.label, row.name, row.count) for row in labels.histogram] == [
+        (0, ".ipynb_checkpoints", 0),
+        (1, "cat", 3),
+        (2, "dog", 3),
+        (3, "zebra", 0),
+    ]
+    assert _locs(report, "L003") == [
+        (".", None, "class 0 (.ipynb_checkpoints)"),
+        (".", None, "class 3 (zebra)"),
+    ]
+    assert report.info["images.layout"] == "ImageFolder: 4 class folders"
+    assert "2 files not scanned" in report.info["images.skipped"]
+
+
+def test_flat_folder_is_recursive_and_unlabelled(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    write("top.jpg", jpeg(rng))
+    write("sub/deeper/a.png", png(rng))
+    write(".git/objects/ab", b"blob")
+    write("sub/.DS_Store", b"\x00\x00\x00\x01Bud1")
+    write("sub/Thumbs.db", b"\xd0\xcf\x11\xe0")
+    write("sub/labels.csv", b"a,b\n")
+    report = scan_dir(tmp_path)
+    assert report.summary.items_scanned == 2
+    assert report.labels == []
+    assert report.info["images.layout"].startswith("flat folder")
+    assert (
+        report.info["images.skipped"]
+        == "4 files not scanned as images: 1 .csv, 1 Thumbs.db, 1 hidden, 1 hidden folder"
+    )
+    assert codes(report) == set()
+
+
+def test_folder_detection(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
+    write("noext/0001", jpeg(rng))
+    assert detect_kind(tmp_path / "noext") == "images"
+    write("texts/a.txt", b"hello")
+    with pytest.raises(Exception, match="not a dataset"):
+        detect_kind(tmp_path / "texts")
+    write("lmdb/data.mdb", b"\x00" * 64)
+    write("lmdb/preview.jpg", jpeg(rng))
+    assert not ImageFolderSource.detect(tmp_path / "lmdb")  # an LMDB environment, not an image folder
+
+
+def test_folder_labels_feed_the_core_label_checks(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    for i in range(60):
+        write(f"a/{i:03d}.jpg", jpeg(rng, 8, 8))
+    for i in range(3):
+        write(f"b/{i:03d}.jpg", jpeg(rng, 8, 8))
+    report = scan_dir(tmp_path, batch_size=8, min_size=1, shard_bytes=1 << 16)
+    runs = _locs(report, "L005")  # ImageFolder order is class-sorted: one long run of class 0
+    assert runs == [("a/000.jpg", None, "60 consecutive samples of label 0 (threshold 32)")]
+    absent = finding(report, "L004")
+    assert absent is not None and (absent.locations[0].detail or "").startswith("class 1: 3 of 63 samples")
+
+
+def test_shards_do_not_change_the_report(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
+    for i in range(40):
+        write(f"c{i % 3}/{i:02d}.jpg", jpeg(rng, 64, 64) if i % 7 else jpeg(rng, 64, 64)[:300])
+    write("c1/dup.jpg", (tmp_path / "c0/03.jpg").read_bytes())
+    config = ScanConfig(shard_bytes=1 << 16)
+    planned = plan(tmp_path, config)
+    assert len(planned.shards) > 1
+    one = scan_dir(tmp_path)
+    many = scan_dir(tmp_path, shard_bytes=1 << 16)
+    assert [(f.code, f.count, f.locations) for f in one.findings] == [
+        (f.code, f.count, f.locations) for f in many.findings
+    ]
+    # merging shard partials in any order gives the same findings
+    parts = [scan_shard(planned.source.kind, planned.source.path, s, config) for s in planned.shards]
+    a, b = merge([planned.partial, *parts]), merge([*reversed(parts), planned.partial])
+    assert a.findings == b.findings and a.labels == b.labels
+
+
+def test_split_goes_down_to_single_files(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
+    for i in range(40):
+        write(f"k/{i:02d}.jpg", jpeg(rng, 16, 16))
+    source = open_source(tmp_path, ScanConfig())
+    shard = source.plan().shards[0]
+    pieces = source.split(shard)
+    assert 1 < len(pieces) <= 16
+    assert [p for piece in pieces for p in piece.spec["paths"]] == shard.spec["paths"]
+    assert [piece.spec["start"] for piece in pieces][1] == len(pieces[0].spec["paths"])
+    single = pieces[0]
+    while len(single.spec["paths"]) > 1:
+        single = source.split(single)[0]
+    assert source.split(single) == []
+    code, loc = source.crash_finding(single, "the reader process was killed by SIGSEGV")
+    assert (code, loc.path, loc.detail) == (
+        "I003",
+        "k/00.jpg",
+        "the decoder crashed: the reader process was killed by SIGSEGV",
+    )
+
+
+# -- lists ---------------------------------------------------------------------------------------------
+
+
+def test_caffe_list_with_spaces_missing_files_and_bad_lines(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    write("img/a b.jpg", jpeg(rng))
+    write("img/c.jpg", jpeg(rng)[:400])
+    write("img/d.png", png(rng))
+    listing = "img/a b.jpg 0\nimg/c.jpg 1\n\nimg/missing.jpg 1\nimg/d.png cat\nimg/d.png\nimg/d.png -1\n"
+    write("train.txt", listing.encode())
+    assert detect_kind(tmp_path / "train.txt") == "image-list"
+    report = scan_dir(tmp_path / "train.txt", num_classes=2)
+    assert _locs(report, "S004") == [("train.txt", 4, "img/missing.jpg does not exist")]
+    assert _locs(report, "S005") == [
+        ("train.txt", 5, "label 'cat' is not a number (expected 'path label')"),
+        ("train.txt", 6, "no label after 'img/d.png' (expected 'path label')"),
+    ]
+    assert _locs(report, "I003")[0][:2] == ("img/c.jpg", 2)
+    assert _locs(report, "L002") == [("img/d.png", 7, "negative label -1")]
+    assert report.labels[0].stream == "train.txt"
+    assert report.summary.items_scanned == 3
+
+
+def test_list_paths_relative_to_root(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
+    write("data/x/1.jpg", jpeg(rng))
+    write("data/x/2.jpg", jpeg(rng))
+    write("lists/val.txt", b"x/1.jpg 0\nx/2.jpg 1\n")
+    assert "S004" in codes(scan_dir(tmp_path / "lists/val.txt"))
+    report = scan_dir(tmp_path / "lists/val.txt", root=str(tmp_path / "data"))
+    assert codes(report) - {"L003", "L004", "L005"} == set()
+    assert report.summary.items_scanned == 2
+
+
+def test_unlabelled_list(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
+    write("a.jpg", jpeg(rng))
+    write("b c.jpg", jpeg(rng))
+    write("test.lst", b"a.jpg\nb c.jpg\n")
+    report = scan_dir(tmp_path / "test.lst")
+    assert report.summary.items_scanned == 2 and report.labels == [] and codes(report) == set()
+
+
+def test_hdf5_lists_are_not_image_lists(tmp_path: Path) -> None:
+    with h5py.File(tmp_path / "a.h5", "w") as fh:
+        fh["data"] = np.zeros((4, 2), np.float32)
+    (tmp_path / "train.txt").write_text("a.h5\n")
+    assert detect_kind(tmp_path / "train.txt") == "hdf5-list"
+
+
+def test_csv_with_class_names(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
+    write("imgs/1.jpg", jpeg(rng))
+    write("imgs/2.jpg", jpeg(rng))
+    write("imgs/3.jpg", jpeg(rng))
+    write(
+        "meta.csv", b"id,filename,class\n1,imgs/1.jpg,dog\n2,imgs/2.jpg,cat\n3,imgs/3.jpg\n4,imgs/9.jpg,cat\n"
+    )
+    assert detect_kind(tmp_path / "meta.csv") == "image-list"
+    report = scan_dir(tmp_path / "meta.csv")
+    assert _locs(report, "S005") == [("meta.csv", 4, "2 fields, the header has 3")]
+    assert _locs(report, "S004") == [("meta.csv", 5, "imgs/9.jpg does not exist")]
+    rows = [(r.label, r.name, r.count) for r in report.labels[0].histogram]
+    assert rows == [(0, "cat", 1), (1, "dog", 1)]
+
+
+def test_csv_numeric_labels_and_label_checks(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
+    for i in range(4):
+        write(f"p/{i}.png", png(rng))
+    write("labels.tsv", b"image\ttarget\np/0.png\t0\np/1.png\t2.5\np/2.png\t7\np/3.png\t1\n")
+    report = scan_dir(tmp_path / "labels.tsv", num_classes=3)
+    assert _locs(report, "L002") == [
+        ("p/1.png", 3, "non-integer label 2.5"),
+        ("p/2.png", 4, "label 7 ≥ num_classes 3"),
+    ]
+    assert places(report, "L003") == ["labels.tsv"]
+
+
+def test_csv_without_a_path_column_is_list_syntax(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    write("a.jpg", jpeg(rng))
+    write("odd.csv", b"name,label\na.jpg,0\n")  # detected by the image path in its rows
+    report = scan_dir(tmp_path / "odd.csv")
+    assert _locs(report, "S005")[0][:2] == ("odd.csv", 1)

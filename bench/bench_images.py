@@ -1,0 +1,270 @@
+"""Image benchmark: `dscan scan` against Pillow's `Image.open(p).load()`, in the same run.
+
+Generates an ImageFolder of ImageNet-sized JPEGs (500×375, gradients and noise, quality 90, ~60 KB) and
+PNGs, plus a set of damaged files (truncated, a zeroed 4 KB block, overwritten bytes, a broken Huffman
+table, a bad PNG CRC, damaged zlib data under a valid CRC, a missing IEND, empty files, HTML saved as .jpg).
+Then times, interleaved, after reading every file once (page cache):
+
+- baseline: one fresh Python process that opens and loads every file with Pillow (catching its errors);
+- ``dscan scan FOLDER --format json`` as a whole process, with ``-j1`` and ``-j2``.
+
+Prints images/s, the ratio to the baseline (medians of ``--repeat`` runs) and the share of the damaged
+files that dscan reports (as empty-file, not-an-image, corrupt-image or corrupt-image-data), which must be
+100%. The machine is shared: quote ratios, not absolute figures.
+
+    python bench/bench_images.py                       # 2,000 JPEGs + 200 PNGs, 3 repeats
+    python bench/bench_images.py --jpegs 300 --pngs 30 --repeat 1   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+WIDTH, HEIGHT = 500, 375
+CLASSES = 10
+DETECTING = {"I001", "I002", "I003", "I004"}
+BASELINE = """
+import sys
+from PIL import Image
+ok = bad = 0
+for p in open(sys.argv[1]).read().splitlines():
+    try:
+        with Image.open(p) as im:
+            im.load()
+        ok += 1
+    except Exception:
+        bad += 1
+print(ok, bad)
+"""
+
+
+def picture(rng: np.random.Generator, noise: float = 9.0) -> np.ndarray:
+    yy, xx = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float32)
+    a, b, c = rng.uniform(-3, 3, 3)
+    img = np.stack(
+        [
+            128 + 100 * np.sin(xx / rng.uniform(25, 80) + a) * np.cos(yy / rng.uniform(30, 90) + b),
+            128 + 90 * np.cos((xx + yy) / rng.uniform(40, 110) + c),
+            xx / WIDTH * rng.uniform(100, 220) + yy / HEIGHT * rng.uniform(20, 80),
+        ],
+        -1,
+    )
+    img += rng.normal(0, noise, img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def encode(arr: np.ndarray, fmt: str) -> bytes:
+    out = io.BytesIO()
+    if fmt == "JPEG":
+        Image.fromarray(arr).save(out, "JPEG", quality=90)
+    else:
+        Image.fromarray(arr).save(out, "PNG")
+    return out.getvalue()
+
+
+def _scan_start(jpeg: bytes) -> int:
+    return jpeg.index(b"\xff\xda") + 2 + int.from_bytes(jpeg[jpeg.index(b"\xff\xda") + 2 :][:2], "big")
+
+
+def _png_chunk(ctype: bytes, body: bytes) -> bytes:
+    import zlib
+
+    return len(body).to_bytes(4, "big") + ctype + body + zlib.crc32(ctype + body).to_bytes(4, "big")
+
+
+def damaged(rng: np.random.Generator, kind: str, jpeg: bytes, png: bytes) -> tuple[str, bytes]:
+    """A damaged file of ``kind``: (file name suffix, bytes)."""
+    scan = _scan_start(jpeg)
+    body = len(jpeg) - scan - 2
+    if kind == "jpeg-truncated":
+        return ".jpg", jpeg[: scan + int(body * rng.uniform(0.2, 0.95))]
+    if kind == "jpeg-zeroed-4k":
+        at = scan + int(rng.integers(0, body - 4096))
+        return ".jpg", jpeg[:at] + bytes(4096) + jpeg[at + 4096 :]
+    if kind == "jpeg-overwritten":
+        at = scan + int(rng.integers(0, body - 64))
+        return ".jpg", jpeg[:at] + rng.integers(0, 256, 64, dtype=np.uint8).tobytes() + jpeg[at + 64 :]
+    if kind == "jpeg-bad-huffman":
+        at = jpeg.index(b"\xff\xc4") + 5
+        return ".jpg", jpeg[:at] + b"\xff" * 16 + jpeg[at + 16 :]
+    if kind == "png-bad-crc":
+        at = png.index(b"IDAT") + 4 + int(rng.integers(100, 5000))
+        return ".png", png[:at] + bytes([png[at] ^ 0x5A]) + png[at + 1 :]
+    if kind == "png-truncated":
+        return ".png", png[: int(len(png) * rng.uniform(0.3, 0.9))]
+    if kind == "png-bad-zlib":  # damaged compressed data under a valid CRC (pngcheck misses many)
+        at = png.index(b"IDAT")
+        length = int.from_bytes(png[at - 4 : at], "big")
+        data = bytearray(png[at + 4 : at + 4 + length])
+        k = int(rng.integers(200, len(data) - 200))
+        data[k : k + 32] = rng.integers(0, 256, 32, dtype=np.uint8).tobytes()
+        return ".png", png[: at - 4] + _png_chunk(b"IDAT", bytes(data)) + png[at + 8 + length :]
+    if kind == "png-no-iend":
+        return ".png", png[:-12]
+    if kind == "empty":
+        return ".jpg", b""
+    if kind == "html":
+        return ".jpg", b"<!DOCTYPE html><html><body><h1>404 Not Found</h1></body></html>\n"
+    raise ValueError(kind)
+
+
+DAMAGE = (
+    "jpeg-truncated",
+    "jpeg-zeroed-4k",
+    "jpeg-overwritten",
+    "jpeg-bad-huffman",
+    "png-bad-crc",
+    "png-truncated",
+    "png-bad-zlib",
+    "png-no-iend",
+    "empty",
+    "html",
+)
+
+
+def visible(suffix: str, data: bytes) -> bool:
+    """Whether a damaged JPEG's damage can be seen at all: a strict full-size libjpeg decode (what
+    `jpeginfo -c` does) rejects it. Random overwrites sometimes decode to valid, wrong pixels."""
+    if suffix != ".jpg" or len(data) < 64 or not data.startswith(b"\xff\xd8"):
+        return True
+    import simplejpeg
+
+    try:
+        simplejpeg.decode_jpeg(data, strict=True)
+    except ValueError:
+        return True
+    return False
+
+
+def generate(root: Path, jpegs: int, pngs: int, per_damage: int, seed: int = 0) -> tuple[dict[str, str], int]:
+    """Write the dataset; returns damaged file (relative path) -> kind, and how many damaged candidates
+    no decoder could tell from valid ones (replaced by others)."""
+    rng = np.random.default_rng(seed)
+    for c in range(CLASSES):
+        (root / f"class_{c:02d}").mkdir(parents=True, exist_ok=True)
+    base_jpeg = base_png = b""
+    for i in range(jpegs):
+        data = encode(picture(rng), "JPEG")
+        base_jpeg = base_jpeg or data
+        (root / f"class_{i % CLASSES:02d}" / f"img_{i:06d}.jpg").write_bytes(data)
+    for i in range(pngs):
+        data = encode(picture(rng), "PNG")
+        base_png = base_png or data
+        (root / f"class_{i % CLASSES:02d}" / f"img_{i:06d}.png").write_bytes(data)
+    truth: dict[str, str] = {}
+    invisible = 0
+    for kind in DAMAGE:
+        for k in range(per_damage):
+            while True:
+                jpeg = encode(picture(rng), "JPEG")
+                png = encode(picture(rng), "PNG") if kind.startswith("png") else base_png
+                suffix, data = damaged(rng, kind, jpeg, png)
+                if visible(suffix, data):
+                    break
+                invisible += 1
+            rel = f"class_{k % CLASSES:02d}/bad_{kind}_{k:03d}{suffix}"
+            (root / rel).write_bytes(data)
+            truth[rel] = kind
+    return truth, invisible
+
+
+def files_of(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def timed(cmd: list[str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr}")
+    return elapsed, done.stdout
+
+
+def detected(report_json: str, truth: dict[str, str]) -> dict[str, tuple[int, int]]:
+    report = json.loads(report_json)
+    flagged = {loc["path"] for f in report["findings"] if f["code"] in DETECTING for loc in f["locations"]}
+    per: dict[str, tuple[int, int]] = {}
+    for rel, kind in truth.items():
+        hit, total = per.get(kind, (0, 0))
+        per[kind] = (hit + (rel in flagged), total + 1)
+    return per
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jpegs", type=int, default=2000)
+    ap.add_argument("--pngs", type=int, default=200)
+    ap.add_argument("--damaged", type=int, default=10, help="damaged files of each kind")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workdir", type=Path, help="keep the generated data here (default: a temporary folder)")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="dscan-bench-images-") as tmp:
+        root = (args.workdir or Path(tmp)) / "images"
+        t0 = time.perf_counter()
+        if not root.exists():
+            truth, invisible = generate(root, args.jpegs, args.pngs, args.damaged)
+            (root.parent / "truth.json").write_text(json.dumps({"truth": truth, "invisible": invisible}))
+        else:
+            saved = json.loads((root.parent / "truth.json").read_text())
+            truth, invisible = saved["truth"], saved["invisible"]
+        files = files_of(root)
+        listing = root.parent / "files.txt"
+        listing.write_text("\n".join(str(p) for p in files))
+        total_bytes = sum(p.stat().st_size for p in files)
+        for p in files:  # into the page cache
+            p.read_bytes()
+        print(
+            f"dataset: {len(files):,} files ({args.jpegs:,} JPEG, {args.pngs:,} PNG, {len(truth)} damaged), "
+            f"{total_bytes / 1e6:.0f} MB, ready in {time.perf_counter() - t0:.0f} s; {os.cpu_count()} CPUs"
+        )
+
+        dscan = [sys.executable, "-m", "scanner_service.cli", "scan", str(root), "--format", "json"]
+        dscan += ["--max-locations", "100000"]
+        runs: dict[str, list[float]] = {"baseline": [], "-j1": [], "-j2": []}
+        last = ""
+        for _ in range(args.repeat):
+            runs["baseline"].append(timed([sys.executable, "-c", BASELINE, str(listing)])[0])
+            for jobs in ("-j1", "-j2"):
+                elapsed, last = timed([*dscan, jobs])
+                runs[jobs].append(elapsed)
+
+        base = statistics.median(runs["baseline"])
+        print(f"{'run':<34} {'images/s':>10} {'ratio':>7}   (median of {args.repeat}; whole processes)")
+        print(f"{'Pillow open+load, one process':<34} {len(files) / base:>10,.0f} {1.0:>7.2f}")
+        targets = {"-j1": 1.6, "-j2": 2.8}
+        for jobs in ("-j1", "-j2"):
+            t = statistics.median(runs[jobs])
+            ratio = base / t
+            verdict = "ok" if ratio >= targets[jobs] else f"BELOW target {targets[jobs]}"
+            print(f"{'dscan scan ' + jobs:<34} {len(files) / t:>10,.0f} {ratio:>7.2f}   {verdict}")
+
+        per = detected(last, truth)
+        hits = sum(h for h, _ in per.values())
+        print(f"damaged files detected: {hits}/{len(truth)} ({100 * hits / max(1, len(truth)):.0f}%)")
+        if invisible:
+            print(
+                f"  ({invisible} overwritten-bytes candidates decoded to valid, wrong pixels under a strict "
+                "full-size libjpeg decode too: undetectable by any decoder, replaced)"
+            )
+        for kind, (h, n) in sorted(per.items()):
+            print(f"  {kind:<20} {h}/{n}")
+        if hits != len(truth):
+            raise SystemExit("some damaged files were not detected")
+
+
+if __name__ == "__main__":
+    main()

@@ -925,7 +925,8 @@ class _FloatRows:
         layout = self.layout
         n = self.fill // layout.size
         items = np.frombuffer(self.buf, FLOAT_ITEM, count=n * layout.count).reshape(n, layout.count)
-        positions, self.positions = self.positions, []
+        positions = self.positions[:]
+        self.positions.clear()  # in place: the reading loop appends to this very list
         self.fill = 0
         good = (items["tag"] == self.reader.datum.TAG_FLOAT).all(axis=1)
         if not good.all():

@@ -18,6 +18,7 @@ import pickle
 import signal
 import struct
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -267,6 +268,25 @@ def walk(path: Path, subdir: bool, job: Job) -> Walk:
     if not hasattr(os, "fork"):  # pragma: no cover - no fork: walk here, without crash isolation
         return _walk_here(path, subdir, job)
     trace = mmap.mmap(-1, TRACE_BYTES) if job.trace else None
+    with tempfile.TemporaryFile() as errors:
+        data, status = _fork(path, subdir, job, trace, errors.fileno())
+        result = _collect(data)
+        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+            errors.seek(0)
+            reason = exit_reason(status) + _assertion(errors.read(1 << 16).decode("utf-8", "replace"))
+            if result.failure is None and result.done is None:
+                result.failure = reason
+            elif result.sample_failure is None and job.sample and not result.sample:
+                result.sample_failure = reason
+    if trace is not None:
+        n, first, last = struct.unpack("<QII", trace[0:16])
+        result.traced = (int(n), bytes(trace[16 : 16 + first]), bytes(trace[16 + TRACE_KEY : 16 + TRACE_KEY + last]))
+        trace.close()
+    return result
+
+
+def _fork(path: Path, subdir: bool, job: Job, trace: mmap.mmap | None, errors: int) -> tuple[bytes, int]:
+    """Fork the walker; returns everything it wrote to the pipe and its wait status."""
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -277,6 +297,7 @@ def walk(path: Path, subdir: bool, job: Job) -> Walk:
         code = 0
         try:
             os.close(read_fd)
+            os.dup2(errors, 2)  # LMDB's assertion messages, for the finding
             _child(_pipe_sink(write_fd), trace, path, subdir, job)
         except BaseException:
             code = 70
@@ -285,25 +306,21 @@ def walk(path: Path, subdir: bool, job: Job) -> Walk:
     os.close(write_fd)
     data = bytearray()
     try:
-        while True:
-            chunk = os.read(read_fd, 1 << 20)
-            if not chunk:
-                break
+        while chunk := os.read(read_fd, 1 << 20):
             data += chunk
     finally:
         os.close(read_fd)
         _, status = os.waitpid(pid, 0)
-    result = _collect(bytes(data))
-    clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    if not clean and result.failure is None and result.done is None:
-        result.failure = exit_reason(status)
-    elif not clean and result.sample_failure is None and job.sample and not result.sample:
-        result.sample_failure = exit_reason(status)
-    if trace is not None:
-        n, first, last = struct.unpack("<QII", trace[0:16])
-        result.traced = (int(n), bytes(trace[16 : 16 + first]), bytes(trace[16 + TRACE_KEY : 16 + TRACE_KEY + last]))
-        trace.close()
-    return result
+    return bytes(data), status
+
+
+def _assertion(stderr: str) -> str:
+    """LMDB's assertion message, when the child aborted on one: `` (mdb.c:6273: Assertion 'IS_LEAF(mp)' ...)``."""
+    for line in reversed(stderr.splitlines()):
+        if "Assertion" in line:
+            text = line.strip()
+            return f" ({text[text.rfind('/') + 1 :] if '/' in text.split(':')[0] else text})"
+    return ""
 
 
 def _collect(data: bytes) -> Walk:

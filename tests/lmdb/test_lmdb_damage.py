@@ -1,0 +1,100 @@
+"""Damaged environments: every damage is an lmdb-corrupt (or record) finding, never a dead scan.
+
+The damage is made on the real file: a truncated data.mdb (SIGBUS past the end), a leaf page whose header is
+overwritten (MDB_CORRUPTED), a record whose size field points past the map (SIGSEGV in the reader), garbage
+in a value, a file that is no LMDB at all.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import codes, finding, run_scan
+from tests.lmdb.conftest import P_OVERFLOW, datum, key, leaf_keys, leaf_of, node_of, page_size, patch
+
+EnvMaker = Callable[..., Path]
+N = 1200
+
+
+@pytest.fixture
+def big_env(make_env: EnvMaker) -> Path:
+    """1200 Datums of 3x32x32 (values in overflow pages), labels 0-6."""
+    return make_env([(key(i), datum(shape=(3, 32, 32), label=i % 7, seed=i)) for i in range(N)])
+
+
+def r004_details(report: object) -> list[str]:
+    found = finding(report, "R004")  # type: ignore[arg-type]
+    assert found is not None, "no R004 finding"
+    return [loc.detail or "" for loc in found.locations]
+
+
+def test_truncated_data_file(big_env: Path) -> None:
+    data = big_env / "data.mdb"
+    os.truncate(data, data.stat().st_size // 2)
+    report = run_scan(big_env, workers=2)
+    details = r004_details(report)
+    assert any("is truncated" in d for d in details)
+    assert any("the key walk stopped" in d and "SIGBUS" in d for d in details)
+    assert 0 < report.summary.items_scanned < N
+    assert not report.summary.passed
+
+
+def test_damaged_leaf_page_reports_the_last_good_key_and_scans_the_rest(big_env: Path) -> None:
+    data = (big_env / "data.mdb").read_bytes()
+    psize = page_size(big_env)
+    page = leaf_of(data, key(600).encode(), psize)
+    lost = leaf_keys(data, page, psize)
+    patch(big_env / "data.mdb", page * psize + 10, P_OVERFLOW.to_bytes(2, "little"))  # no longer a leaf
+    report = run_scan(big_env, workers=2)
+    r004 = finding(report, "R004")
+    before = int(lost[0]) - 1
+    assert r004.locations[0].key == key(before) and r004.locations[0].index == before
+    detail = r004.locations[0].detail or ""
+    assert "the key walk stopped after this key" in detail
+    assert "MDB_CORRUPTED" in detail or "killed by SIGABRT (mdb.c" in detail  # an error, or LMDB's assertion
+    assert f"{len(lost):,} of {N:,} records cannot be reached" in detail
+    assert f"reached key {int(lost[-1]) + 1:08d}" in detail
+    assert report.summary.items_scanned == N - len(lost)
+    assert report.labels[0].total == N - len(lost)
+
+
+def test_record_that_kills_the_reader_costs_only_itself(big_env: Path) -> None:
+    node = node_of((big_env / "data.mdb").read_bytes(), key(777).encode())
+    patch(big_env / "data.mdb", node, struct.pack("<HH", 0xFFFF, 0x7FFF))  # value size ~2 GB: past the map
+    report = run_scan(big_env, workers=2)
+    r004 = finding(report, "R004")
+    assert r004.count == 1
+    loc = r004.locations[0]
+    assert (loc.key, loc.index) == (key(777), 777)
+    assert "kills the reader (the reader process was killed by SIG" in (loc.detail or "")
+    assert "last good key before it is 00000776" in (loc.detail or "")
+    assert report.summary.items_scanned == N
+    assert report.labels[0].total == N - 1
+
+
+def test_garbage_in_a_value_is_record_invalid(big_env: Path) -> None:
+    data = (big_env / "data.mdb").read_bytes()
+    node = node_of(data, key(345).encode())
+    (page,) = struct.unpack_from("<Q", data, node + 8 + 8)  # the overflow page number after the 8-byte key
+    psize = page_size(big_env)
+    patch(big_env / "data.mdb", page * psize + 16, bytes(np.random.default_rng(0).integers(0, 256, 64, np.uint8)))
+    report = run_scan(big_env)
+    assert [loc.key for loc in finding(report, "R001").locations] == [key(345)]
+    assert "R004" not in codes(report)
+
+
+@pytest.mark.parametrize("content", [b"", b"not an lmdb file" * 300, b"\x00" * 16384], ids=["empty", "text", "zeros"])
+def test_data_file_that_is_no_environment(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "data.mdb").write_bytes(content)
+    report = run_scan(tmp_path / "env")
+    assert codes(report) == {"R004"}
+    assert report.summary.items_scanned == 0 and not report.summary.passed
+    detail = r004_details(report)[0]
+    assert "empty (0 bytes)" in detail if not content else "cannot be opened" in detail

@@ -1,0 +1,200 @@
+"""Each value decoder on generated LMDB environments: Datum (raw, float_data, encoded), image, npy, raw, pickle."""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scanner_service.errors import ConfigError
+from scanner_service.records import parse_decoder
+from scanner_service.records.detect import detect, sniff
+from scanner_service.records.npy import NpyPickled, read_header
+from scanner_service.records.pickles import pickle_protocol
+from tests.conftest import codes, finding, run_scan
+from tests.lmdb.conftest import datum, jpeg, key, npy, pickled
+
+EnvMaker = Callable[..., Path]
+
+
+def keys_of(report: object, code: str) -> list[str | None]:
+    found = finding(report, code)  # type: ignore[arg-type]
+    assert found is not None, f"no {code} finding"
+    return [loc.key for loc in found.locations]
+
+
+def test_clean_raw_datums_pass_with_labels_counted(datum_env: Callable[..., Path]) -> None:
+    report = run_scan(datum_env(n=300, classes=5))
+    assert report.summary.passed and report.summary.errors == report.summary.warnings == 0
+    assert report.summary.items_scanned == 300
+    assert report.source.kind == "lmdb"
+    (labels,) = report.labels
+    assert labels.total == 300 and labels.distinct == 5
+    assert {row.label: row.count for row in labels.histogram} == dict.fromkeys(range(5), 60)
+    assert report.info["lmdb.decoder"].startswith("datum (detected")
+    assert "upb" in report.info["lmdb.datum_parser"] or "protobuf" in report.info["lmdb.datum_parser"]
+
+
+def test_float_data_nan_inf_and_float16_overflow_at_their_keys(make_env: EnvMaker) -> None:
+    rng = np.random.default_rng(0)
+    records = []
+    for i in range(400):
+        values = rng.standard_normal((2, 4, 4)).astype(np.float32)
+        if i == 17:
+            values[1, 2, 3] = np.nan
+        if i == 230:
+            values[0, 0, 0] = -np.inf
+        if i == 311:
+            values[1, 1, 1] = 1e6
+        records.append((key(i), datum(shape=(2, 4, 4), floats=values, label=i % 4)))
+    report = run_scan(make_env(records))
+    assert keys_of(report, "V001") == [key(17)]
+    assert keys_of(report, "V002") == [key(230)]
+    assert keys_of(report, "V003") == [key(311)]
+    assert finding(report, "V001").locations[0].index == 17
+    (stats,) = report.statistics
+    assert stats.dataset == "float_data" and stats.shape == [400, 2, 4, 4]
+    assert stats.count == 400 * 32 - 2 and stats.nan == 1 and stats.inf == 1
+    assert report.labels[0].total == 400
+
+
+def test_float_data_with_large_labels_and_no_labels(make_env: EnvMaker) -> None:
+    """Labels of two varint bytes, three bytes, and records without a label all read right."""
+    records = []
+    for i in range(300):
+        values = np.full((1, 2, 2), i, np.float32)
+        if i == 200:
+            values[0, 0, 1] = np.nan
+        label = None if i >= 250 else (i * 1000 if i % 2 else i * 100)
+        records.append((key(i), datum(shape=(1, 2, 2), floats=values, label=label)))
+    report = run_scan(make_env(records), max_locations=50)
+    assert keys_of(report, "V001") == [key(200)]
+    (labels,) = report.labels
+    assert labels.total == 250
+    assert labels.histogram[-1].label == 249 * 1000
+
+
+def test_encoded_datums_become_images_judged_by_the_image_checks(make_env: EnvMaker) -> None:
+    records = [(key(i), datum(shape=(3, 40, 48), data=jpeg(i), encoded=True, label=i % 2)) for i in range(30)]
+    records[7] = (key(7), datum(shape=(3, 40, 48), data=jpeg(7)[:900], encoded=True, label=1))
+    report = run_scan(make_env(records))
+    assert keys_of(report, "I003") == [key(7)]
+    assert report.summary.items_scanned == 30
+    assert report.labels[0].total == 30
+
+
+def test_image_values_detected_and_judged_with_keys(make_env: EnvMaker) -> None:
+    records = [(key(i), jpeg(i)) for i in range(24)]
+    records[5] = (key(5), jpeg(5)[:700])
+    records[9] = (key(9), b"this is not an image at all, just text")
+    report = run_scan(make_env(records))
+    assert report.info["lmdb.decoder"].startswith("image")
+    assert keys_of(report, "I003") == [key(5)]
+    assert keys_of(report, "I002") == [key(9)]
+    assert report.summary.items_scanned == 24
+
+
+def test_npy_values(make_env: EnvMaker) -> None:
+    records = [(key(i), npy(np.full((3, 5), i, np.float32))) for i in range(60)]
+    bad = np.full((3, 5), 1, np.float32)
+    bad[2, 4] = np.nan
+    records[4] = (key(4), npy(bad))
+    records[8] = (key(8), npy(np.asfortranarray(np.arange(15, dtype=np.float64).reshape(3, 5))))
+    fortran_nan = np.asfortranarray(np.zeros((3, 5), np.float64))
+    fortran_nan[0, 1] = np.inf
+    records[9] = (key(9), npy(fortran_nan))
+    records[20] = (key(20), npy(np.ones((4, 4), np.float32)))
+    records[30] = (key(30), npy(np.ones((3, 5), np.float32))[:-12])
+    records[40] = (key(40), b"\x93NUMPY\x01\x00" + (20).to_bytes(2, "little") + b"{'descr': 'nonsense'}")
+    out = io.BytesIO()
+    np.save(out, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    records[50] = (key(50), out.getvalue())
+    report = run_scan(make_env(records))
+    assert report.info["lmdb.decoder"].startswith("npy")
+    assert keys_of(report, "V001") == [key(4)]
+    assert keys_of(report, "V002") == [key(9)]
+    assert keys_of(report, "R003") == [key(20)]
+    assert keys_of(report, "R002") == [key(30)]
+    assert keys_of(report, "R001") == [key(40)]
+    assert keys_of(report, "R005") == [key(50)]
+    assert report.summary.items_scanned == 60
+
+
+def test_npy_header_parser_never_unpickles() -> None:
+    out = io.BytesIO()
+    np.save(out, np.array([object()], dtype=object), allow_pickle=True)
+    with pytest.raises(NpyPickled):
+        read_header(out.getvalue())
+    header = read_header(npy(np.zeros((2, 3), "<f2")))
+    assert header.shape == (2, 3) and header.dtype == np.dtype("<f2") and header.nbytes == 12
+
+
+def test_raw_decoder(make_env: EnvMaker) -> None:
+    records = [(key(i), np.full(12, i, np.float32).tobytes()) for i in range(50)]
+    records[3] = (key(3), np.array([0.0] * 11 + [np.nan], np.float32).tobytes())
+    records[6] = (key(6), b"\x00" * 10)
+    report = run_scan(make_env(records), decoder="raw:float32:3x4")
+    assert keys_of(report, "V001") == [key(3)]
+    assert keys_of(report, "R002") == [key(6)]
+    assert "needs 48" in (finding(report, "R002").locations[0].detail or "")
+    assert report.statistics[0].shape == [50, 3, 4]
+    assert report.info["lmdb.decoder"] == "raw:float32:3x4 (--decoder)"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["raw", "raw:float32", "raw:complex64:3", "raw:float32:0x3", "raw:nosuch:3", "raw:int8:3xa", "jpeg", "pickle"],
+)
+def test_bad_decoder_specs_are_usage_errors(spec: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_decoder(spec)
+
+
+def test_pickled_database_is_reported_not_unpickled(make_env: EnvMaker) -> None:
+    path = make_env([(key(i), pickled((b"\xff\xd8 image bytes", i))) for i in range(40)])
+    report = run_scan(path)
+    assert codes(report) == {"R005"}
+    r005 = finding(report, "R005")
+    assert r005.count == 40 and r005.severity.value == "warning"
+    assert "never unpickles" in (r005.locations[0].detail or "")
+    assert report.summary.items_scanned == 0
+    assert report.summary.passed  # a warning: unchecked, not broken
+    assert not run_scan(path, fail_on="warning").summary.passed
+
+
+def test_pickled_record_among_datums(datum_env: Callable[..., Path]) -> None:
+    report = run_scan(datum_env(n=100, extra={key(42): pickled({"x": 1}, protocol=2), key(43): pickled(1, 0)}))
+    assert keys_of(report, "R005") == [key(42), key(43)]
+    assert "protocol 2" in (finding(report, "R005").locations[0].detail or "")
+
+
+def test_sniffing_and_detection() -> None:
+    assert sniff(datum()) == "datum"
+    assert sniff(datum(floats=np.zeros(192))) == "datum"
+    assert sniff(jpeg()) == "image"
+    assert sniff(npy(np.zeros(3))) == "npy"
+    assert sniff(pickle.dumps([1, 2], protocol=5)) == "pickle"
+    assert sniff(pickle.dumps({"a": 1}, protocol=0)) == "pickle"
+    assert sniff(b"plain text value.") is None
+    assert sniff(b"") is None
+    assert all(pickle_protocol(pickle.dumps(3.5, protocol=p)) is not None for p in range(6))
+    found = detect([datum()] * 5 + [b"junk"] * 2)
+    assert found.decoder is not None and found.decoder.name == "datum" and found.votes == {"datum": 5}
+    assert detect([b"junk"] * 3).decoder is None
+
+
+def test_unknown_values_are_one_finding_with_a_hint(make_env: EnvMaker) -> None:
+    report = run_scan(make_env([(key(i), b"opaque-%d" % i) for i in range(30)]))
+    r001 = finding(report, "R001")
+    assert r001.count == 30 and "--decoder" in (r001.locations[0].detail or "")
+    assert report.summary.items_scanned == 0
+
+
+def test_decoder_flag_overrides_detection(datum_env: Callable[..., Path]) -> None:
+    report = run_scan(datum_env(n=20), decoder="npy")
+    assert finding(report, "R001").count == 20
+    assert report.info["lmdb.decoder"] == "npy (--decoder)"

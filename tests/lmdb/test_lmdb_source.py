@@ -1,0 +1,128 @@
+"""The LMDB source as a user meets it: detection, read-only scans through the CLI, the plan's key ranges."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from scanner_service import ScanConfig, plan
+from scanner_service.sources import detect_kind
+from scanner_service.sources.lmdb import LmdbSource, key_text
+from tests.conftest import write_h5
+from tests.lmdb.conftest import datum, key, tree_state, write_env
+
+ROOT = Path(__file__).resolve().parents[2]
+EnvMaker = Callable[..., Path]
+
+
+def dscan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+def all_keys(path: Path, subdir: bool = True) -> list[bytes]:
+    env = lmdb.open(str(path), readonly=True, lock=False, subdir=subdir)
+    with env.begin() as txn:
+        keys = [bytes(k) for k in txn.cursor().iternext(keys=True, values=False)]
+    env.close()
+    return keys
+
+
+@pytest.mark.parametrize("subdir", [True, False], ids=["folder", "data-file"])
+def test_scan_leaves_the_environment_byte_for_byte_unchanged(tmp_path: Path, subdir: bool) -> None:
+    records = [(key(i), datum(label=i % 3, seed=i)) for i in range(500)]
+    records[99] = (key(99), b"broken")
+    name = "env" if subdir else "train.mdb"
+    env = write_env(tmp_path / "data" / name, records, subdir=subdir)
+    folder = tmp_path / "data"
+    os.utime(env if not subdir else env / "data.mdb", ns=(1_000_000_000, 1_000_000_000))
+    before = tree_state(folder)
+    for workers in ("0", "2"):
+        done = dscan(str(env), "--format", "json", "-j", workers)
+        assert done.returncode == 1, done.stderr
+        report = json.loads(done.stdout)
+        assert report["source"]["kind"] == "lmdb"
+        assert [loc["key"] for loc in report["findings"][0]["locations"]] == [key(99)]
+    assert tree_state(folder) == before  # same files (no lock file), sizes, mtimes and bytes
+    assert sorted(p.name for p in folder.rglob("*")) == sorted([name] if not subdir else ["env", "data.mdb"])
+
+
+def test_detection(tmp_path: Path) -> None:
+    env = write_env(tmp_path / "mixed", [(key(0), datum())])
+    write_h5(tmp_path / "mixed" / "extra.h5", {"x": [1.0, 2.0]})
+    assert detect_kind(env) == "lmdb"  # a folder holding data.mdb is an environment, whatever else it holds
+    assert detect_kind(env / "data.mdb") == "lmdb"
+    single = write_env(tmp_path / "train.lmdb", [(key(0), datum())], subdir=False)
+    assert detect_kind(single) == "lmdb"  # any name: LMDB's meta page magic
+    assert not LmdbSource.detect(tmp_path / "mixed" / "extra.h5")
+
+
+def test_shards_are_key_ranges_balanced_by_count(make_env: EnvMaker) -> None:
+    path = make_env([(key(i), datum(shape=(3, 16, 16), label=i % 2, seed=i)) for i in range(1000)])
+    planned = plan(path, ScanConfig(shard_bytes=1 << 16))
+    shards = planned.shards
+    counts = [s.spec["count"] for s in shards]
+    assert len(shards) >= 5 and len(set(counts[:-1])) == 1 and counts[-1] <= counts[0]
+    assert sum(counts) == planned.source.items == 1000
+    keys = all_keys(path)
+    position = 0
+    for shard in shards:
+        spec = shard.spec
+        assert spec["start"] == position and shard.items == spec["count"]
+        assert bytes.fromhex(spec["first"]) == keys[position]
+        assert bytes.fromhex(spec["last"]) == keys[position + spec["count"] - 1]
+        assert spec["prev"] == (keys[position - 1].hex() if position else None)
+        position += spec["count"]
+
+
+def test_split_halves_a_range_by_count_down_to_one_record(make_env: EnvMaker) -> None:
+    path = make_env([(key(i), datum(seed=i)) for i in range(37)])
+    source = LmdbSource(path, ScanConfig())
+    (shard,) = plan(path, ScanConfig()).shards
+    halves = source.split(shard)
+    assert [h.spec["count"] for h in halves] == [19, 18]
+    assert [h.spec["start"] for h in halves] == [0, 19]
+    assert bytes.fromhex(halves[1].spec["first"]) == key(19).encode()
+    assert halves[1].spec["prev"] == key(18).encode().hex()
+    piece = halves[1]
+    while piece.spec["count"] > 1:
+        piece = source.split(piece)[0]
+    assert source.split(piece) == []
+    code, where = source.crash_finding(piece, "the reader process was killed by SIGSEGV")
+    assert code == "R004" and (where.key, where.index) == (key(19), 19)
+    assert "SIGSEGV" in (where.detail or "") and key(18) in (where.detail or "")
+
+
+def test_key_text() -> None:
+    assert key_text(b"00000042") == "00000042"
+    assert key_text(b"train/cat/001.jpg") == "train/cat/001.jpg"
+    assert key_text(b"\x00\x00\x01\xff") == "0x000001ff"
+    assert key_text(b"0x12") == "0x30783132"  # text that looks like hex is shown as hex: no ambiguity
+    assert key_text(b"\x01" * 500).endswith("(500 bytes)")
+
+
+def test_cli_text_report_names_keys(make_env: EnvMaker) -> None:
+    path = make_env([(key(i), datum(label=i // 100, seed=i)) for i in range(300)])
+    done = dscan(str(path), "-j", "1", "--batch-size", "8", "--fail-on", "warning")
+    assert done.returncode == 1, done.stderr
+    assert "L005 label-sorted-storage" in done.stdout
+    assert "data.mdb[100] key 00000100" in done.stdout
+
+
+def test_cli_bad_decoder_is_a_usage_error(make_env: EnvMaker) -> None:
+    path = make_env([(key(0), datum())])
+    done = dscan(str(path), "--decoder", "raw:float32")
+    assert done.returncode == 2
+    assert "raw:DTYPE:SHAPE" in done.stderr

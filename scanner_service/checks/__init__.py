@@ -33,10 +33,15 @@ from . import (
     label_missing_class,
     label_sorted_storage,
     list_syntax,
+    lmdb_corrupt,
     missing_file,
     missing_filter,
     nan_value,
     not_an_image,
+    pickled_records,
+    record_invalid,
+    record_shape_mismatch,
+    record_size_mismatch,
     tiny_image,
     trailing_data,
     unreadable_file,
@@ -73,6 +78,11 @@ MODULES: tuple[ModuleType, ...] = (
     channel_mismatch,
     exif_rotation,
     duplicate_image,
+    record_invalid,
+    record_size_mismatch,
+    record_shape_mismatch,
+    lmdb_corrupt,
+    pickled_records,
 )
 
 CHECKS: tuple[Check, ...] = tuple(m.CHECK for m in MODULES)

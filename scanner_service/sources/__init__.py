@@ -14,8 +14,9 @@ from .hdf5 import Hdf5Source
 from .hdf5list import Hdf5ListSource
 from .imagelist import ImageListSource
 from .images import ImageFolderSource
+from .lmdb import LmdbSource
 
-SOURCES: tuple[type[Source], ...] = (Hdf5ListSource, Hdf5Source, ImageListSource, ImageFolderSource)
+SOURCES: tuple[type[Source], ...] = (LmdbSource, Hdf5ListSource, Hdf5Source, ImageListSource, ImageFolderSource)
 
 BY_KIND: dict[str, type[Source]] = {s.kind: s for s in SOURCES}
 

@@ -38,6 +38,7 @@ def create_app(settings: Settings | None = None, *, configure_logs: bool = True)
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         queue.close()
+        await store.aclose()
         store.close()
 
     app = FastAPI(
@@ -52,10 +53,6 @@ def create_app(settings: Settings | None = None, *, configure_logs: bool = True)
     app.state.queue = queue
     app.state.metrics = Metrics(store)
 
-    async def fixed_settings() -> Settings:
-        return settings
-
-    app.dependency_overrides[get_settings] = fixed_settings
     errors.install(app, settings)
     app.add_middleware(RequestLog, metrics=app.state.metrics)
     for router in ROUTERS:

@@ -1,7 +1,9 @@
 """Typed dependencies shared by the routes: settings, the store, the task queue, authentication.
 
-``create_app`` overrides :func:`get_settings` with the settings it was built from, so a route's settings and
-the store it talks to always agree; tests can override any of these with ``app.dependency_overrides``.
+Routes get the settings ``create_app`` was built from (``app.state``; by default the cached
+:func:`~workers.settings.get_settings`), so a route's settings and the store it talks to always agree. Tests
+pass their own settings to ``create_app``. (``dependency_overrides`` would work too, but FastAPI inspects an
+override's signature on every request: too slow for the status polls.)
 """
 
 from __future__ import annotations
@@ -11,10 +13,16 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 
-from workers.settings import Settings, get_settings
+from workers.settings import Settings
 from workers.store import Store
 
 from .queue import TaskQueue
+
+
+async def settings_of(request: Request) -> Settings:
+    """The settings the app was built with (``create_app(settings)``; by default ``get_settings()``)."""
+    settings: Settings = request.app.state.settings
+    return settings
 
 
 async def get_store(request: Request) -> Store:
@@ -27,7 +35,7 @@ async def get_queue(request: Request) -> TaskQueue:
     return queue
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+SettingsDep = Annotated[Settings, Depends(settings_of)]
 StoreDep = Annotated[Store, Depends(get_store)]
 QueueDep = Annotated[TaskQueue, Depends(get_queue)]
 

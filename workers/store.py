@@ -32,7 +32,9 @@ from enum import StrEnum
 from typing import Any, Final
 
 import redis
+import redis.asyncio
 from pydantic import BaseModel, Field
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -220,6 +222,19 @@ def connect(settings: Settings) -> redis.Redis[str]:
     )
 
 
+def connect_async(settings: Settings) -> redis.asyncio.Redis[str]:
+    """The asyncio twin of :func:`connect` (same timeouts)."""
+    return redis.asyncio.Redis.from_url(
+        settings.redis_url,
+        decode_responses=True,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+        retry=AsyncRetry(NoBackoff(), 1),
+        health_check_interval=15,
+        client_name="dscan",
+    )
+
+
 class Store:
     """Job records and results in Redis. Thread-safe (a connection pool); cheap to share per process."""
 
@@ -230,6 +245,7 @@ class Store:
         self.retention = settings.retention_s
         # Work keys of a running job live at most this long (a job that never ends does not leak).
         self.work_ttl = settings.retention_s + 2 * settings.hard_time_limit_s
+        self._async: redis.asyncio.Redis[str] | None = None
         self._transition = self.redis.register_script(_TRANSITION)
         self._progress = self.redis.register_script(_PROGRESS)
         self._complete = self.redis.register_script(_COMPLETE)
@@ -315,6 +331,18 @@ class Store:
     def get_job(self, job_id: str) -> JobRecord | None:
         data = self.redis.hgetall(self.job_key(job_id))
         return JobRecord.from_hash(data) if data else None
+
+    async def aget_job(self, job_id: str) -> JobRecord | None:
+        """``get_job`` for the event loop (the API's status polls): no thread hop, never blocks the loop."""
+        if self._async is None:
+            self._async = connect_async(self.settings)
+        data = await self._async.hgetall(self.job_key(job_id))
+        return JobRecord.from_hash(data) if data else None
+
+    async def aclose(self) -> None:
+        if self._async is not None:
+            await self._async.aclose()  # type: ignore[attr-defined]
+            self._async = None
 
     def status(self, job_id: str) -> JobStatus | None:
         value = self.redis.hget(self.job_key(job_id), "status")

@@ -37,7 +37,7 @@ Format = Literal["json", "junit", "markdown", "text"]
 
 
 def job_url(request: Request, job_id: str) -> str:
-    return str(request.url_for("get_scan", job_id=job_id))
+    return f"{request.base_url}api/v1/scans/{job_id}"
 
 
 def load(store: StoreDep, job_id: str) -> JobRecord:
@@ -148,9 +148,13 @@ def list_scans(
 
 
 @router.get("/{job_id}", response_model=ScanView, responses={404: {"model": ErrorBody}})
-def get_scan(job_id: JobId, request: Request, store: StoreDep) -> ScanView:
+async def get_scan(job_id: JobId, request: Request, store: StoreDep) -> Response:
     """A scan's status, progress (shards, items and bytes done of total), timings, and summary when done."""
-    return ScanView.of(load(store, job_id), job_url(request, job_id))
+    job = await store.aget_job(job_id)  # the hot path of pollers: asyncio Redis, no thread hop
+    if job is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no scan {job_id} (unknown, or past its retention)")
+    view = ScanView.of(job, job_url(request, job_id))
+    return Response(view.model_dump_json(), media_type="application/json")
 
 
 @router.get(

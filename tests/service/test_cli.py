@@ -90,8 +90,12 @@ def test_serve_runs_everything_and_stops_on_sigterm(redis_url: str, data_root: P
             httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+            proc.send_signal(signal.SIGTERM)  # serve stops its children; kill only if it does not
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
         delete_prefix(redis_url, prefix)
 
 

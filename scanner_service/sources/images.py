@@ -72,9 +72,14 @@ def _has_images(folder: Path) -> bool:
     """Whether a folder holds at least one image file (by extension, else by content), searching down."""
     probes = 0
     stack = [folder]
+    seen: set[tuple[int, int]] = set()
     while stack:
         current = stack.pop()
         try:
+            st = os.stat(current)
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
             with os.scandir(current) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError:
@@ -249,9 +254,15 @@ def walk_files(folder: str, root: str, skipped: Counter[str]) -> list[tuple[str,
     by_folder: dict[str, list[tuple[str, int]]] = {}
     prefix = len(root.rstrip(os.sep)) + 1
     stack = [folder]
+    seen: set[tuple[int, int]] = set()  # folder links are followed (as torchvision does), cycles are not
     while stack:
         current = stack.pop()
         try:
+            st = os.stat(current)
+            if (st.st_dev, st.st_ino) in seen:
+                skipped["folder link cycle"] += 1
+                continue
+            seen.add((st.st_dev, st.st_ino))
             with os.scandir(current) as it:
                 entries = list(it)
         except OSError:

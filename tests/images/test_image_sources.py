@@ -220,3 +220,26 @@ def test_csv_without_a_path_column_is_list_syntax(
     write("odd.csv", b"name,label\na.jpg,0\n")  # detected by the image path in its rows
     report = scan_dir(tmp_path / "odd.csv")
     assert _locs(report, "S005")[0][:2] == ("odd.csv", 1)
+
+
+def test_folder_links_are_followed_but_cycles_are_not(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    write("data/cat/a.jpg", jpeg(rng))
+    write("elsewhere/b.jpg", jpeg(rng))
+    (tmp_path / "data/cat/more").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "data/cat/loop").symlink_to(tmp_path / "data/cat")
+    report = scan_dir(tmp_path / "data")
+    assert report.summary.items_scanned == 2
+    assert "1 folder link cycle" in report.info["images.skipped"]
+
+
+def test_list_of_extensionless_paths_with_labels(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    write("n01/n01_0001", jpeg(rng))
+    write("n01/n01_0002", png(rng))
+    write("train.txt", b"n01/n01_0001 0\nn01/n01_0002 1\n")
+    assert detect_kind(tmp_path / "train.txt") == "image-list"
+    report = scan_dir(tmp_path / "train.txt")
+    assert report.summary.items_scanned == 2 and "I005" not in codes(report)  # no extension: no claim

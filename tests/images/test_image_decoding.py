@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import shutil
+import subprocess
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -265,3 +268,29 @@ def test_decoders_are_named_with_versions(rng: np.random.Generator) -> None:
     assert "libjpeg-turbo" in entry[1] and "simplejpeg" in entry[1]
     entry = decoder_entry(inspect_image(png(rng), "a.png"))
     assert entry is not None and entry[0] == "decoder.png" and "isal" in entry[1]
+
+
+@pytest.mark.skipif(
+    shutil.which("cjpeg") is None, reason="needs cjpeg (libjpeg-turbo-progs) to write such JPEGs"
+)
+@pytest.mark.parametrize(
+    ("options", "judge"),
+    [
+        (["-arithmetic"], "decoder.jpeg"),
+        (["-arithmetic", "-progressive"], "decoder.jpeg"),
+        (["-sample", "3x1"], "decoder.jpeg.fallback"),  # the TurboJPEG interface refuses this layout
+        (["-sample", "4x2"], "decoder.jpeg.fallback"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else v,
+)
+def test_unusual_valid_jpegs_pass(
+    tmp_path: Path, rng: np.random.Generator, options: list[str], judge: str
+) -> None:
+    source = tmp_path / "src.ppm"
+    Image.fromarray(natural(rng, 60, 80)).save(source)
+    data = subprocess.run(["cjpeg", *options, str(source)], capture_output=True, check=True).stdout
+    v = inspect_image(data, "u.jpg")
+    assert v.error is None and v.damage == [], v
+    entry = decoder_entry(v)
+    assert entry is not None and entry[0] == judge
+    assert inspect_image(data[: len(data) // 2], "u.jpg").error is not None

@@ -7,6 +7,7 @@ and stops everything if one of them dies. The private Redis keeps nothing on dis
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -72,7 +73,9 @@ class PrivateRedis:
         folder = Path(tempfile.mkdtemp(prefix="dscan-redis-"))
         args = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         args += ["--dir", str(folder), "--logfile", str(folder / "redis.log")]
-        process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        )
         url = f"redis://127.0.0.1:{port}/0"
         deadline = time.monotonic() + timeout
         while not redis_answers(url, 0.2):
@@ -131,6 +134,15 @@ class Service:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def _die_with_parent() -> None:
+    """In a child, before exec: on Linux, get SIGTERM when ``dscan serve`` dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def check_settings(env: dict[str, str]) -> Settings:
     """Validate the settings the children will read, with messages a person can act on."""
     saved = dict(os.environ)
@@ -183,10 +195,11 @@ def start(
         logcfg.write_text(json.dumps(uvicorn_log_config("api", settings.log_level)))
         worker = [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "--concurrency", str(workers)]
         worker += ["--loglevel", settings.log_level, "-n", f"dscan-{os.getpid()}@%h", "--without-gossip"]
-        service.children.append(("worker", subprocess.Popen(worker, env=env, stdin=subprocess.DEVNULL)))
+        child = {"env": env, "stdin": subprocess.DEVNULL, "preexec_fn": _die_with_parent}
+        service.children.append(("worker", subprocess.Popen(worker, **child)))  # type: ignore[call-overload]
         api = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory", "--host", host, "--port", str(port)]
         api += ["--workers", str(api_workers), "--log-config", str(logcfg), "--no-access-log"]
-        service.children.append(("api", subprocess.Popen(api, env=env, stdin=subprocess.DEVNULL)))
+        service.children.append(("api", subprocess.Popen(api, **child)))  # type: ignore[call-overload]
         wait_ready(service, timeout=60.0)
     except BaseException:
         service.stop(grace=3.0)

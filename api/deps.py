@@ -39,6 +39,9 @@ SettingsDep = Annotated[Settings, Depends(settings_of)]
 StoreDep = Annotated[Store, Depends(get_store)]
 QueueDep = Annotated[TaskQueue, Depends(get_queue)]
 
+SESSION_COOKIE = "dscan_token"
+"""Cookie the status page keeps a signed-in token in (HttpOnly, SameSite=Strict): accepted like the header."""
+
 
 def token_ok(settings: Settings, token: str | None) -> bool:
     """Whether ``token`` is one of the configured API tokens (always true when none are configured)."""
@@ -58,10 +61,11 @@ def bearer_token(request: Request) -> str | None:
 
 
 async def require_token(request: Request, settings: SettingsDep) -> None:
-    """401 unless the request carries ``Authorization: Bearer <token>`` with a configured token."""
+    """401 unless the request carries ``Authorization: Bearer <token>`` (or the status page's cookie) with a
+    configured token."""
     if not settings.api_tokens:
         return
-    token = bearer_token(request)
+    token = bearer_token(request) or request.cookies.get(SESSION_COOKIE)
     if not token_ok(settings, token):
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,

@@ -16,6 +16,7 @@ from workers.store import Store
 from . import errors
 from .metrics import Metrics
 from .middleware import RequestLog
+from .pages import router as pages_router
 from .queue import TaskQueue
 from .routes import ROUTERS
 
@@ -57,4 +58,5 @@ def create_app(settings: Settings | None = None, *, configure_logs: bool = True)
     app.add_middleware(RequestLog, metrics=app.state.metrics)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(pages_router)
     return app

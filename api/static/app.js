@@ -1,0 +1,391 @@
+// dscan status page: live progress (polling the JSON API), the scan form, cancelling.
+// Plain JavaScript, no dependencies. The pages are complete without it; this only keeps them current.
+// Everything shown is set with textContent (never innerHTML): paths and messages come from users and data.
+(() => {
+  "use strict";
+
+  const NO_VALUE = "—";
+  const FAST_MS = 1000;
+  const SLOW_MS = 10000;
+  const $ = (selector, root = document) => root.querySelector(selector);
+
+  // -- numbers in words (as api/pages/views.py writes them) ------------------------------------------
+
+  function humanBytes(n) {
+    if (n == null) return NO_VALUE;
+    let value = Number(n);
+    for (const unit of ["B", "KB", "MB", "GB", "TB"]) {
+      if (Math.abs(value) < 1024 || unit === "TB") {
+        return unit === "B" ? `${Math.round(value)} B` : `${value.toFixed(1)} ${unit}`;
+      }
+      value /= 1024;
+    }
+    return NO_VALUE;
+  }
+
+  const humanCount = (n) => (n == null ? NO_VALUE : Number(n).toLocaleString("en-US"));
+  const humanPercent = (f) => (f == null ? NO_VALUE : `${Math.round(f * 100)}%`);
+
+  function humanDuration(s) {
+    if (s == null || !Number.isFinite(s)) return NO_VALUE;
+    s = Math.max(0, s);
+    if (s < 9.95) return `${s.toFixed(1)} s`;
+    if (s < 59.5) return `${Math.round(s)} s`;
+    const t = Math.round(s);
+    if (t < 3600) return `${Math.floor(t / 60)} min ${String(t % 60).padStart(2, "0")} s`;
+    return `${Math.floor(t / 3600)} h ${String(Math.floor((t % 3600) / 60)).padStart(2, "0")} min`;
+  }
+
+  const when = (iso) => (iso ? `${iso.slice(0, 19).replace("T", " ")} UTC` : NO_VALUE);
+  const active = (job) => job.status === "queued" || job.status === "running";
+
+  function rates(job) {
+    const elapsed = job.duration_s;
+    const p = job.progress;
+    if (!elapsed || elapsed < 0.05 || (!p.bytes_done && !p.items_done)) return [NO_VALUE, ""];
+    const items = p.items_done ? `${humanCount(Math.round(p.items_done / elapsed))} items/s` : "";
+    return [`${humanBytes(p.bytes_done / elapsed)}/s`, items];
+  }
+
+  function displayPath(path, roots) {
+    for (const root of roots) {
+      const prefix = root.replace(/\/+$/, "") + "/";
+      if (path.startsWith(prefix) && path.length > prefix.length) return path.slice(prefix.length);
+    }
+    return path;
+  }
+
+  function eta(job) {
+    if (job.status !== "running" || !job.duration_s) return NO_VALUE;
+    const f = job.progress.fraction;
+    if (f <= 0) return NO_VALUE;
+    if (f >= 1) return "finishing";
+    return `about ${humanDuration((job.duration_s * (1 - f)) / f)}`;
+  }
+
+  const WAITING = { queued: "waiting for a worker", running: "planning the shards" };
+
+  function itemsText(p, status) {
+    if (!p.shards_total && !p.items_done) return WAITING[status] || "0 items";
+    return p.items_total
+      ? `${humanCount(p.items_done)} of ${humanCount(p.items_total)} items`
+      : `${humanCount(p.items_done)} items`;
+  }
+
+  const bytesText = (p) =>
+    p.bytes_total ? `${humanBytes(p.bytes_done)} of ${humanBytes(p.bytes_total)}` : humanBytes(p.bytes_done);
+
+  function verdict(job) {
+    if (!job.summary) return "";
+    return job.summary.passed ? "passed" : "failed";
+  }
+
+  function outcome(job) {
+    const s = job.summary;
+    if (job.status === "succeeded" && s) {
+      const e = `${humanCount(s.errors)} error${s.errors === 1 ? "" : "s"}`;
+      const w = `${humanCount(s.warnings)} warning${s.warnings === 1 ? "" : "s"}`;
+      return `succeeded; the dataset ${s.passed ? "passed" : "failed"} with ${e} and ${w}`;
+    }
+    if (job.status === "failed") return `failed: ${job.error || "no reason recorded"}`;
+    return job.status;
+  }
+
+  // -- talking to the API (the session cookie goes along; no token in the page) ---------------------
+
+  function toLogin() {
+    const here = location.pathname + location.search;
+    location.assign(`/login?next=${encodeURIComponent(here)}`);
+  }
+
+  async function api(url, options = {}) {
+    const headers = { Accept: "application/json" };
+    if (options.body) headers["Content-Type"] = "application/json";
+    const response = await fetch(url, { credentials: "same-origin", cache: "no-store", headers, ...options });
+    let body = null;
+    try {
+      body = await response.json();
+    } catch {
+      body = null;
+    }
+    if (response.status === 401) {
+      toLogin();
+      throw new Error("signed out");
+    }
+    return { ok: response.ok, status: response.status, body };
+  }
+
+  const detailOf = (r) => (r.body && typeof r.body.detail === "string" ? r.body.detail : `HTTP ${r.status}`);
+
+  function enableScripts() {
+    for (const el of document.querySelectorAll("[data-needs-js]")) el.disabled = false;
+  }
+
+  // -- the jobs list ---------------------------------------------------------------------------------
+
+  function fillRow(tr, job, roots) {
+    const short = job.id.slice(0, 8);
+    tr.dataset.id = job.id;
+    tr.dataset.status = job.status;
+    const link = $(".job-link", tr);
+    link.href = `/scans/${job.id}`;
+    link.textContent = short;
+    const created = $(".created", tr);
+    created.dateTime = job.created;
+    created.textContent = when(job.created);
+    const dataset = $(".dataset", tr);
+    dataset.textContent = displayPath(job.path, roots);
+    dataset.title = job.path;
+    const status = $(".status", tr);
+    status.className = `badge status status-${job.status}`;
+    status.textContent = job.status;
+    const v = verdict(job);
+    const badge = $(".verdict", tr);
+    badge.className = `badge verdict verdict-${v}`;
+    badge.textContent = v ? `dataset ${v}` : "";
+    badge.hidden = !v;
+    const error = $(".job-error", tr);
+    error.textContent = job.error || "";
+    error.hidden = !job.error;
+    const bar = $("progress", tr);
+    bar.value = job.progress.fraction;
+    bar.textContent = humanPercent(job.progress.fraction);
+    bar.setAttribute("aria-label", `Progress of scan ${short}`);
+    $(".pct", tr).textContent = humanPercent(job.progress.fraction);
+    $(".items", tr).textContent = itemsText(job.progress, job.status);
+    $(".bytes", tr).textContent = bytesText(job.progress);
+    const [perSecond, itemsPerSecond] = rates(job);
+    $(".rate", tr).textContent = perSecond;
+    $(".rate-items", tr).textContent = itemsPerSecond;
+    $(".eta", tr).textContent = eta(job);
+    $(".duration", tr).textContent = humanDuration(job.duration_s);
+    const errors = $(".errors", tr);
+    errors.textContent = job.summary ? humanCount(job.summary.errors) : NO_VALUE;
+    errors.classList.toggle("bad", Boolean(job.summary && job.summary.errors));
+    $(".warnings", tr).textContent = job.summary ? humanCount(job.summary.warnings) : NO_VALUE;
+  }
+
+  function initJobs(table) {
+    const tbody = table.tBodies[0];
+    const template = $("#job-row");
+    const live = $("#live");
+    const roots = JSON.parse(table.dataset.roots || "[]");
+    let timer = null;
+    let running = false;
+
+    function schedule(ms) {
+      clearTimeout(timer);
+      timer = setTimeout(refresh, ms);
+    }
+
+    function render(body) {
+      const messages = [];
+      const rows = [];
+      for (const job of body.items) {
+        let tr = tbody.querySelector(`tr[data-id="${CSS.escape(job.id)}"]`);
+        const before = tr ? tr.dataset.status : null;
+        if (!tr) {
+          tr = template.content.firstElementChild.cloneNode(true);
+          if (active(job)) messages.push(`Scan ${job.id.slice(0, 8)} is ${job.status}.`);
+        } else if (before !== job.status) {
+          messages.push(`Scan ${job.id.slice(0, 8)} ${outcome(job)}.`);
+        }
+        fillRow(tr, job, roots);
+        rows.push(tr);
+      }
+      rows.forEach((tr, i) => {
+        if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+      });
+      while (tbody.children.length > rows.length) tbody.lastElementChild.remove();
+      $("#jobs-total").textContent = humanCount(body.total);
+      $("#jobs-empty").hidden = rows.length > 0;
+      const nowRunning = body.items.some(active);
+      if (running && !nowRunning) messages.push("Every scan on this page has ended.");
+      running = nowRunning;
+      if (messages.length) live.textContent = messages.join(" ");
+      return nowRunning;
+    }
+
+    async function refresh() {
+      if (document.hidden) return; // resumed by visibilitychange
+      const params = new URLSearchParams({ limit: table.dataset.limit, offset: table.dataset.offset });
+      if (table.dataset.status) params.set("status", table.dataset.status);
+      try {
+        const r = await api(`${table.dataset.api}?${params}`);
+        if (!r.ok) {
+          live.textContent = `The list cannot be refreshed: ${detailOf(r)}. Trying again.`;
+          schedule(5000);
+          return;
+        }
+        schedule(render(r.body) ? FAST_MS : SLOW_MS);
+      } catch (err) {
+        if (err.message !== "signed out") {
+          live.textContent = "The service does not answer. Trying again.";
+          schedule(5000);
+        }
+      }
+    }
+
+    running = Array.from(tbody.rows).some((tr) => active({ status: tr.dataset.status }));
+    document.addEventListener("visibilitychange", () => {
+      if (!document.hidden) refresh();
+    });
+    schedule(running ? FAST_MS : SLOW_MS);
+    return { refresh };
+  }
+
+  // -- the scan form -----------------------------------------------------------------------------------
+
+  function initForm(form, jobs) {
+    const path = $("#f-path", form);
+    const error = $("#form-error", form);
+    const status = $("#form-status", form);
+    const submit = $('button[type="submit"]', form);
+
+    function showError(message, field) {
+      error.textContent = message;
+      error.hidden = false;
+      if (field) {
+        field.setAttribute("aria-invalid", "true");
+        field.setAttribute("aria-errormessage", "form-error");
+        field.focus();
+      }
+    }
+
+    function clearError() {
+      error.hidden = true;
+      error.textContent = "";
+      for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+    }
+
+    function say(prefix, id, suffix) {
+      status.replaceChildren();
+      const link = document.createElement("a");
+      link.href = `/scans/${id}`;
+      link.textContent = `scan ${id.slice(0, 8)}`;
+      status.append(prefix, link, suffix);
+    }
+
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      clearError();
+      const body = {};
+      for (const el of form.elements) {
+        if (!el.name) continue;
+        if (el.type === "checkbox") {
+          if (el.checked) body[el.name] = true;
+          continue;
+        }
+        const value = el.value.trim();
+        if (value === "") continue;
+        body[el.name] = el.type === "number" ? Number(value) : value;
+      }
+      if (!body.path) {
+        showError("Enter the path of a dataset under the data roots.", path);
+        return;
+      }
+      submit.disabled = true;
+      status.textContent = "Submitting…";
+      try {
+        const r = await api(form.dataset.api, { method: "POST", body: JSON.stringify(body) });
+        if (r.ok) {
+          if (r.body.deduplicated) {
+            say("Nothing changed since ", r.body.id, ": its report still holds (tick “Scan again” to rescan).");
+          } else {
+            say("Started ", r.body.id, ". Its progress shows below.");
+          }
+          if (jobs) jobs.refresh();
+        } else {
+          status.textContent = "";
+          const message = detailOf(r);
+          const field = /\bpath\b|data roots|does not exist/.test(message) ? path : null;
+          showError(message, field);
+        }
+      } catch (err) {
+        status.textContent = "";
+        if (err.message !== "signed out") showError("The service does not answer. Try again in a moment.");
+      } finally {
+        submit.disabled = false;
+      }
+    });
+    path.addEventListener("input", () => path.removeAttribute("aria-invalid"));
+  }
+
+  // -- one scan while it runs --------------------------------------------------------------------------
+
+  function initScan(section) {
+    const url = section.dataset.api;
+    const announce = $("#scan-announce");
+    let lastDecile = -1;
+
+    function update(job) {
+      const p = job.progress;
+      $("#scan-progress").value = p.fraction;
+      $("#scan-pct").textContent = humanPercent(p.fraction);
+      $("#scan-progress-text").textContent = `${job.status[0].toUpperCase()}${job.status.slice(1)}: ${itemsText(p, job.status)}, ${bytesText(p)}.`;
+      const [perSecond, itemsPerSecond] = rates(job);
+      $("#scan-rate").textContent = perSecond;
+      $("#scan-rate-items").textContent = itemsPerSecond;
+      $("#scan-eta").textContent = eta(job);
+      $("#scan-duration").textContent = humanDuration(job.duration_s);
+      $("#scan-shards").textContent = `${humanCount(p.shards_done)} of ${humanCount(p.shards_total)}`;
+      const status = $("#scan-status");
+      status.className = `badge status status-${job.status}`;
+      status.textContent = job.status;
+      const decile = Math.floor(p.fraction * 10);
+      if (decile !== lastDecile) {
+        lastDecile = decile;
+        announce.textContent = `${humanPercent(p.fraction)} done.`;
+      }
+    }
+
+    async function poll() {
+      try {
+        const r = await api(url);
+        if (r.ok) {
+          update(r.body);
+          if (!active(r.body)) {
+            announce.textContent = `The scan ${outcome(r.body)}. Loading the report.`;
+            setTimeout(() => location.reload(), 400);
+            return;
+          }
+        }
+      } catch (err) {
+        if (err.message === "signed out") return;
+      }
+      setTimeout(poll, document.hidden ? SLOW_MS : FAST_MS);
+    }
+
+    const cancel = $("#cancel");
+    const cancelStatus = $("#cancel-status");
+    cancel.addEventListener("click", async () => {
+      if (!window.confirm("Cancel this scan? It stops between blocks and gives no report.")) return;
+      cancel.disabled = true;
+      cancelStatus.textContent = "Cancelling…";
+      try {
+        const r = await api(cancel.dataset.api, { method: "DELETE" });
+        cancelStatus.textContent = r.ok ? "Cancelled." : detailOf(r);
+        if (r.ok || r.status === 409) setTimeout(() => location.reload(), 400);
+        else cancel.disabled = false;
+      } catch (err) {
+        if (err.message !== "signed out") {
+          cancelStatus.textContent = "The service does not answer. Try again.";
+          cancel.disabled = false;
+        }
+      }
+    });
+    setTimeout(poll, FAST_MS);
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    enableScripts();
+    const table = $("#jobs");
+    const jobs = table ? initJobs(table) : null;
+    const form = $("#scan-form");
+    if (form) initForm(form, jobs);
+    const live = $("#scan-live");
+    if (live) initScan(live);
+  });
+
+  window.dscan = { humanBytes, humanCount, humanDuration, humanPercent, rates, eta, displayPath };
+})();

@@ -1,5 +1,5 @@
 # Sourced by scripts/test: makes sure a Redis server answers (starting a private one when none does)
-# and exports DSCAN_TEST_REDIS_URL for the service tests.
+# and exports DSCAN_TEST_REDIS_URL for the service tests; installs chromium for the browser tests when missing.
 redis_answers() { "$VENV/bin/python" - "$1" <<'PY' 2>/dev/null
 import sys, redis
 redis.Redis.from_url(sys.argv[1], socket_connect_timeout=1).ping()
@@ -25,5 +25,15 @@ if [ -z "${DSCAN_TEST_REDIS_URL:-}" ]; then
     trap 'kill "$(cat "'"$rdir"'/redis.pid")" 2>/dev/null || true' EXIT
     export DSCAN_TEST_REDIS_URL="redis://127.0.0.1:$port/15"
     echo "dscan: started a private Redis on port $port" >&2
+  fi
+fi
+# Debian's chromium for the browser tests (tests/web, driven by Playwright); never a downloaded browser build.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "dscan: installing chromium for the browser tests (apt-get)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 \
+      || echo "dscan: could not install chromium; the browser tests will be skipped" >&2
+  else
+    echo "dscan: /usr/bin/chromium is missing (apt-get install chromium); the browser tests will be skipped" >&2
   fi
 fi

@@ -41,6 +41,9 @@ MIN_SHARD_BYTES = 1 << 20
 MAX_SHARD_FILES = 2048
 SPLIT_WAYS = 16
 """A shard that keeps killing its reader is split into this many parts, down to single files."""
+WHOLE_FILE_LIMIT = 64 << 20
+"""Files above this size are read whole only when their first bytes are an image's."""
+HEAD_BYTES = 64 << 10
 DETECT_PROBES = 64
 """Extension-less files sniffed, at most, to decide whether a folder holds images."""
 
@@ -205,6 +208,7 @@ class ImageFilesSource(Source):
     def read(self, shard: Shard) -> Iterator[Any]:
         spec = shard.spec
         paths: list[str] = spec["paths"]
+        sizes: list[int] = spec["sizes"]
         lines: list[int | None] = spec.get("lines") or [None] * len(paths)
         labels: list[Any] | None = spec.get("labels")
         if labels is not None:
@@ -215,11 +219,11 @@ class ImageFilesSource(Source):
             where = Location(path=rel, line=line)
             try:
                 with open(os.path.join(root, rel), "rb", buffering=0) as fh:
-                    data = fh.read()
+                    data = fh.read(HEAD_BYTES) if sizes[i] > WHOLE_FILE_LIMIT else fh.read()
+                    if len(data) == HEAD_BYTES and sniff(data) is not None:
+                        data += fh.read()  # a big image: read it all; big non-images stay a head
             except FileNotFoundError:
-                yield ReadFailure(
-                    "S004", where.model_copy(update={"detail": "the file no longer exists"}), items=1
-                )
+                yield ReadFailure("S004", where.model_copy(update={"detail": "the file no longer exists"}), items=1)
                 continue
             except OSError as exc:
                 detail = exc.strerror or str(exc)
@@ -232,15 +236,13 @@ class ImageFilesSource(Source):
                 name=os.path.basename(rel),
                 label=label if isinstance(label, int) else None,
                 items=1,
-                nbytes=len(data),
+                nbytes=max(len(data), sizes[i]),
             )
 
     def _label_block(
         self, spec: dict[str, Any], paths: list[str], lines: list[int | None], labels: list[Any]
     ) -> LabelBlock:
-        values = np.asarray(
-            labels, dtype=np.float64 if any(isinstance(x, float) for x in labels) else np.int64
-        )
+        values = np.asarray(labels, dtype=np.float64 if any(isinstance(x, float) for x in labels) else np.int64)
 
         def locate(i: int) -> Location:
             return Location(path=paths[i], line=lines[i])
@@ -343,8 +345,7 @@ class ImageFolderSource(ImageFilesSource):
                     skipped[reason] += 1
             for label, name in enumerate(classes):
                 out += [
-                    Entry(rel, size, None, label)
-                    for rel, size in walk_files(os.path.join(root, name), root, skipped)
+                    Entry(rel, size, None, label) for rel, size in walk_files(os.path.join(root, name), root, skipped)
                 ]
             partial.info["images.layout"] = f"ImageFolder: {len(classes)} class folders"
         if skipped:

@@ -243,3 +243,20 @@ def test_list_of_extensionless_paths_with_labels(
     assert detect_kind(tmp_path / "train.txt") == "image-list"
     report = scan_dir(tmp_path / "train.txt")
     assert report.summary.items_scanned == 2 and "I005" not in codes(report)  # no extension: no claim
+
+
+def test_big_files_are_read_whole_only_when_they_start_like_images(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    from scanner_service.sources import images
+
+    monkeypatch.setattr(images, "WHOLE_FILE_LIMIT", 2000)
+    monkeypatch.setattr(images, "HEAD_BYTES", 1024)
+    big = jpeg(rng, 200, 200)
+    assert len(big) > 2000
+    write("photo.jpg", big)
+    write("video.jpg", b"\x00\x00\x00\x18ftypmp42" + bytes(10_000))
+    report = scan_dir(tmp_path)
+    assert places(report, "I002") == ["video.jpg"]
+    assert "I003" not in codes(report)  # the big JPEG was read whole: not truncated
+    assert report.summary.bytes_scanned == len(big) + 10_012

@@ -203,6 +203,31 @@ def detected(report_json: str, truth: dict[str, str]) -> dict[str, tuple[int, in
     return per
 
 
+def inprocess(files: list[Path], per_kind: int = 200, repeat: int = 5) -> None:
+    """Per image, in this process, interleaved: Pillow load() against dscan's inspection (no start cost)."""
+    from scanner_service.imaging import inspect_image
+
+    for suffix in (".jpg", ".png"):
+        chosen = [p for p in files if p.suffix == suffix and p.name.startswith("img_")][:per_kind]
+        pillow, dscan = [], []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            for p in chosen:
+                with Image.open(p) as im:
+                    im.load()
+            pillow.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            for p in chosen:
+                with open(p, "rb", buffering=0) as fh:
+                    inspect_image(fh.read(), p.name)
+            dscan.append(time.perf_counter() - t)
+        a, b = statistics.median(pillow) / len(chosen), statistics.median(dscan) / len(chosen)
+        print(
+            f"per image, one process, {len(chosen)} {suffix} files: Pillow load {a * 1e6:,.0f} us, "
+            f"dscan inspection {b * 1e6:,.0f} us ({a / b:.2f}x)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jpegs", type=int, default=2000)
@@ -280,6 +305,7 @@ def main() -> None:
                 for jobs in ("-j1", "-j2")
             )
         )
+        inprocess(files)
         per = detected(last, truth)
         hits = sum(h for h, _ in per.values())
         print(f"damaged files detected: {hits}/{len(truth)} ({100 * hits / max(1, len(truth)):.0f}%)")

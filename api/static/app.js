@@ -199,6 +199,7 @@
       while (tbody.children.length > rows.length) tbody.lastElementChild.remove();
       $("#jobs-total").textContent = humanCount(body.total);
       $("#jobs-empty").hidden = rows.length > 0;
+      table.closest(".table-wrap").hidden = rows.length === 0;
       const nowRunning = body.items.some(active);
       if (running && !nowRunning) messages.push("Every scan on this page has ended.");
       running = nowRunning;

@@ -1,4 +1,9 @@
-"""I013 duplicate-image: byte-identical images; across classes, a label conflict."""
+"""I013 duplicate-image: byte-identical images; across classes, a label conflict.
+
+Each image's location goes to ``Partial.groups["duplicate-image"]`` under the xxh3 digest of its bytes,
+suffixed with its label (``digest:label``) when it has one; merging partials joins equal keys, and the
+finalizer joins the keys of one digest: more than one file is a group, more than one label a conflict.
+"""
 
 from __future__ import annotations
 
@@ -41,10 +46,8 @@ def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
     if verdict.format is None or verdict.empty:
         return
     digest = xxhash.xxh3_64_hexdigest(item.data)
-    where = item.location
-    if item.label is not None:
-        where = where.model_copy(update={"detail": str(item.label)})
-    ctx.partial.group(FAMILY, digest, where)
+    key = digest if item.label is None else f"{digest}:{item.label}"  # no per-file copy of the location
+    ctx.partial.group(FAMILY, key, item.location)
 
 
 def _class_names(ctx: ScanContext) -> list[str]:
@@ -62,21 +65,27 @@ def _label_text(label: str, names: list[str]) -> str:
 
 
 def finalize(ctx: ScanContext) -> None:
-    groups = [sorted(locs, key=Location.sort_key) for locs in ctx.partial.groups.get(FAMILY, {}).values()]
-    groups = [g for g in groups if len(g) > 1]
+    by_digest: dict[str, tuple[list[Location], set[str]]] = {}
+    for key, locs in ctx.partial.groups.get(FAMILY, {}).items():
+        digest, _, label = key.partition(":")
+        members, labels = by_digest.setdefault(digest, ([], set()))
+        members.extend(locs)
+        if label:
+            labels.add(label)
+    groups = [(sorted(m, key=Location.sort_key), lab) for m, lab in by_digest.values() if len(m) > 1]
     if not groups:
         return
-    groups.sort(key=lambda g: g[0].sort_key())
+    groups.sort(key=lambda g: g[0][0].sort_key())
     names_by_id = _class_names(ctx)
     locs = []
-    for members in groups[: ctx.partial.cap]:
+    for members, label_set in groups[: ctx.partial.cap]:
         first, others = members[0], members[1:]
         names = ", ".join(m.short() for m in others[:SHOWN])
         if len(others) > SHOWN:
             names += f" and {len(others) - SHOWN} more"
         text = f"{len(members)} identical copies: also {names}"
-        labels = sorted({m.detail for m in members if m.detail is not None}, key=lambda x: (len(x), x))
+        labels = sorted(label_set, key=lambda x: (len(x), x))
         if len(labels) > 1:
             text += f"; label conflict: labels {', '.join(_label_text(x, names_by_id) for x in labels)}"
         locs.append(first.model_copy(update={"detail": text}))
-    ctx.emit_many(CHECK.code, len(groups), sum(len(g) - 1 for g in groups), locs)
+    ctx.emit_many(CHECK.code, len(groups), sum(len(m) - 1 for m, _ in groups), locs)

@@ -84,8 +84,8 @@ def finalize(ctx: ScanContext) -> None:
         if len(others) > SHOWN:
             names += f" and {len(others) - SHOWN} more"
         text = f"{len(members)} identical copies: also {names}"
-        labels = sorted(label_set, key=lambda x: (len(x), x))
-        if len(labels) > 1:
-            text += f"; label conflict: labels {', '.join(_label_text(x, names_by_id) for x in labels)}"
+        distinct = sorted(label_set, key=lambda x: (len(x), x))
+        if len(distinct) > 1:
+            text += f"; label conflict: labels {', '.join(_label_text(x, names_by_id) for x in distinct)}"
         locs.append(first.model_copy(update={"detail": text}))
     ctx.emit_many(CHECK.code, len(groups), sum(len(m) - 1 for m, _ in groups), locs)

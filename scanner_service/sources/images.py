@@ -21,6 +21,7 @@ yielded once per shard as one label block, so the core label checks run on folde
 from __future__ import annotations
 
 import os
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -128,9 +129,9 @@ class ImageFilesSource(Source):
         """Name of the label stream (the folder, or the list file)."""
         return "."
 
+    @abstractmethod
     def entries(self, partial: Partial) -> list[Entry]:
         """The files to scan in storage order; sets up the label stream in ``partial``."""
-        raise NotImplementedError
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -223,7 +224,8 @@ class ImageFilesSource(Source):
                     if len(data) == HEAD_BYTES and sniff(data) is not None:
                         data += fh.read()  # a big image: read it all; big non-images stay a head
             except FileNotFoundError:
-                yield ReadFailure("S004", where.model_copy(update={"detail": "the file no longer exists"}), items=1)
+                gone = where.model_copy(update={"detail": "the file no longer exists"})
+                yield ReadFailure("S004", gone, items=1)
                 continue
             except OSError as exc:
                 detail = exc.strerror or str(exc)
@@ -242,7 +244,8 @@ class ImageFilesSource(Source):
     def _label_block(
         self, spec: dict[str, Any], paths: list[str], lines: list[int | None], labels: list[Any]
     ) -> LabelBlock:
-        values = np.asarray(labels, dtype=np.float64 if any(isinstance(x, float) for x in labels) else np.int64)
+        floats = any(isinstance(x, float) for x in labels)
+        values = np.asarray(labels, dtype=np.float64 if floats else np.int64)
 
         def locate(i: int) -> Location:
             return Location(path=paths[i], line=lines[i])
@@ -344,9 +347,8 @@ class ImageFolderSource(ImageFilesSource):
                 if reason is not None:
                     skipped[reason] += 1
             for label, name in enumerate(classes):
-                out += [
-                    Entry(rel, size, None, label) for rel, size in walk_files(os.path.join(root, name), root, skipped)
-                ]
+                found = walk_files(os.path.join(root, name), root, skipped)
+                out += [Entry(rel, size, None, label) for rel, size in found]
             partial.info["images.layout"] = f"ImageFolder: {len(classes)} class folders"
         if skipped:
             listed = ", ".join(f"{n} {what}" for what, n in sorted(skipped.items()))

@@ -269,7 +269,7 @@ def jobs_page(
 
 
 def api_url(request: Request, job_id: str) -> str:
-    return request.app.url_path_for("get_scan", job_id=job_id)
+    return str(request.app.url_path_for("get_scan", job_id=job_id))
 
 
 @router.get("/scans/{job_id}", response_class=HTMLResponse)

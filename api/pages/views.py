@@ -6,6 +6,7 @@ Plain functions and dataclasses, no HTTP: the routes build these and the templat
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -312,10 +313,9 @@ def group_findings(
     for severity in (Severity.ERROR, Severity.WARNING, Severity.INFO):
         views = []
         for f in sorted((f for f in report.findings if f.severity is severity), key=lambda f: f.code):
-            code = f.code
-            page = page_of(f.locations, page_number(code), lambda n, code=code: page_url(code, n), size)
+            page = page_of(f.locations, page_number(f.code), functools.partial(page_url, f.code), size)
             views.append(
-                FindingView(finding=f, check=catalogue.get(code), columns=location_columns(f.locations), page=page)
+                FindingView(finding=f, check=catalogue.get(f.code), columns=location_columns(f.locations), page=page)
             )
         if views:
             groups.append(SeverityGroup(severity=severity, title=SEVERITY_TITLES[severity], findings=views))

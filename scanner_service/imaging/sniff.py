@@ -47,7 +47,6 @@ FORMAT_BY_EXTENSION: dict[str, str] = {
     ".xbm": "xbm",
     ".jxl": "jxl",
     ".exr": "exr",
-    ".svg": "svg",
 }
 """Extensions of image formats, and the format their content should have."""
 
@@ -57,7 +56,7 @@ NON_IMAGE_EXTENSIONS = frozenset(
     {
         # text, metadata and documentation that lives next to images
         ".txt", ".md", ".rst", ".csv", ".tsv", ".json", ".jsonl", ".xml", ".yaml", ".yml", ".toml", ".ini",
-        ".cfg", ".log", ".lst", ".list", ".names", ".html", ".htm", ".pdf", ".doc", ".docx",
+        ".cfg", ".log", ".lst", ".list", ".names", ".html", ".htm", ".pdf", ".doc", ".docx", ".svg",
         # code and notebooks
         ".py", ".ipynb", ".sh", ".r", ".m",
         # archives and other dataset formats

@@ -59,24 +59,25 @@ def _add_runs(
     starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
     lengths = np.diff(np.concatenate((starts, [ids.size])))
     last = starts.size - 1
-    for i, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
-        if i in (0, last) or length > threshold:
-            label = int(ids[start])
-            if label < 0:
-                continue
-            loc = block.locate(start)
-            tally.runs.append(
-                LabelRun(
-                    start=block.global_start + start,
-                    length=length,
-                    label=label,
-                    path=loc.path,
-                    dataset=loc.dataset,
-                    index=loc.index,
-                    key=loc.key,
-                    line=loc.line,
-                )
+    # only the first run, the last one (they may join neighbouring blocks) and long ones are kept
+    keep = np.union1d(np.flatnonzero(lengths > threshold), [0, last])
+    for start, length in zip(starts[keep].tolist(), lengths[keep].tolist(), strict=True):
+        label = int(ids[start])
+        if label < 0:
+            continue
+        loc = block.locate(start)
+        tally.runs.append(
+            LabelRun(
+                start=block.global_start + start,
+                length=length,
+                label=label,
+                path=loc.path,
+                dataset=loc.dataset,
+                index=loc.index,
+                key=loc.key,
+                line=loc.line,
             )
+        )
 
 
 def absent_probability(total: int, in_class: int, batch: int) -> float:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -73,6 +74,9 @@ with env.begin() as txn:
         n += 1
 print(n, time.perf_counter() - start, bad)
 """
+
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""Both sides run as installed software does: with bytecode caches (an installed package has its .pyc files)."""
 
 SEEDED_DATUM = {"R001": 4242, "R002": 777}
 SEEDED_FLOAT = {"V001": 1234, "V002": 5678}
@@ -164,11 +168,12 @@ def _rss_anon_kb(pids: list[int]) -> int:
     return total
 
 
-def run(cmd: list[str], ok: tuple[int, ...] = (0, 1)) -> tuple[float, int, str]:
-    """Wall time, peak RssAnon of the process tree (KB, sampled every 20 ms) and stdout of a command."""
+def run(cmd: list[str], ok: tuple[int, ...] = (0, 1)) -> tuple[float, int, str, float]:
+    """Wall time, peak RssAnon of the process tree (KB, sampled every 20 ms), stdout and CPU seconds of a command."""
     peak = 0
+    cpu_before = _children_cpu()
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=ENV)
     done = threading.Event()
     out: dict[str, str] = {}
 
@@ -184,7 +189,12 @@ def run(cmd: list[str], ok: tuple[int, ...] = (0, 1)) -> tuple[float, int, str]:
     wall = time.perf_counter() - start
     if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{out['stderr']}")
-    return wall, peak, out["stdout"]
+    return wall, peak, out["stdout"], _children_cpu() - cpu_before
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def dscan(path: Path, workers: int) -> list[str]:
@@ -208,14 +218,16 @@ def measure(name: str, path: Path, records: int, seeded: dict[str, int], repeat:
     assert int(n) == records, (n, records)
     base_rate = records / base_wall
     print(f"\n{name}: {records:,} records, {(path / 'data.mdb').stat().st_size / 1e9:.2f} GB")
+    base_cpu = statistics.median(r[3] for r in base_runs)
     print(
         f"  baseline (cursor + protobuf parse, 1 process): {base_rate:,.0f} records/s "
-        f"({base_wall:.2f} s whole process; the loop alone {records / float(loop):,.0f} records/s), "
-        f"RssAnon {statistics.median(r[1] for r in base_runs) / 1024:.0f} MB"
+        f"({base_wall:.2f} s whole process, {base_cpu:.2f} s CPU; the loop alone {records / float(loop):,.0f} "
+        f"records/s), RssAnon {statistics.median(r[1] for r in base_runs) / 1024:.0f} MB"
     )
     for j in workers:
         runs = [run(dscan(path, j)) for _ in range(repeat)]
         wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[3] for r in runs)
         peak = max(r[1] for r in runs)
         report = json.loads(runs[0][2])
         scanned = report["summary"]["items_scanned"]
@@ -226,8 +238,9 @@ def measure(name: str, path: Path, records: int, seeded: dict[str, int], repeat:
             verdict = f" [target >= {target}x: {'met' if rate / base_rate >= target else 'MISSED'}]"
         hits = ", ".join(f"{code} {'yes' if ok else 'NO'}" for code, ok in found_at(report, seeded).items())
         print(
-            f"  dscan -j{j}: {rate:,.0f} records/s ({wall:.2f} s), ratio {rate / base_rate:.2f}x{verdict}; "
-            f"peak RssAnon {peak / 1024:.0f} MB; scanned {scanned:,}; seeded defects found at their keys: {hits}"
+            f"  dscan -j{j}: {rate:,.0f} records/s ({wall:.2f} s, {cpu:.2f} s CPU), "
+            f"ratio {rate / base_rate:.2f}x{verdict}; peak RssAnon {peak / 1024:.0f} MB; scanned {scanned:,}; "
+            f"seeded defects found at their keys: {hits}"
         )
 
 
@@ -235,7 +248,7 @@ def memory_growth(small: Path, large: Path, small_n: int, large_n: int) -> None:
     print("\nprivate memory against record count (dscan -j1, peak RssAnon of the process tree):")
     for path, n in ((small, small_n), (large, large_n)):
         warm(path)
-        _, peak, _ = run(dscan(path, 1))
+        _, peak, _, _ = run(dscan(path, 1))
         print(f"  {n:>10,} records: {peak / 1024:.0f} MB")
 
 
@@ -252,7 +265,10 @@ def main() -> None:
     assert len(shape) == 3
     workers = [int(w) for w in args.workers.split(",")]
     base = args.dir or Path(tempfile.mkdtemp(prefix="dscan-bench-lmdb-"))
-    print(f"dscan LMDB benchmark in {base} ({os.cpu_count()} CPUs)")
+    print(f"dscan LMDB benchmark in {base} ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
+    if "PYTHONDONTWRITEBYTECODE" in os.environ:
+        print("  (PYTHONDONTWRITEBYTECODE is set here; the timed processes run without it, as installed software does)")
+    run([sys.executable, "-c", "import scanner_service.cli"], ok=(0,))  # compile the bytecode caches once
     envs = {
         "datum": (base / f"datum-{args.records}", args.records),
         "datum-small": (base / f"datum-{args.records // 10}", args.records // 10),

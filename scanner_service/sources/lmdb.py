@@ -16,8 +16,10 @@ record: the few locations a finding needs are looked up afterwards by position (
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import mmap
 from bisect import bisect_right
 from collections.abc import Generator, Iterator
 from itertools import islice
@@ -34,7 +36,8 @@ from ..partial import Partial
 from ..records import PICKLE, Decoder, RecordTally, parse_decoder
 from ..statistics import channel_layout
 from .base import Plan, Shard, Source, SourceInfo
-from .lmdb_walk import Job, Walk, open_env, walk
+from .lmdb_pages import Records, cut, leaf_records, read_tree
+from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 
 DATA_FILE = "data.mdb"
 LMDB_MAGIC = b"\xde\xc0\xef\xbe"
@@ -116,27 +119,41 @@ class LmdbSource(Source):
         if size == 0:
             partial.add("R004", Location(path=rel, detail=f"{rel} is empty (0 bytes): no LMDB environment"))
             return Plan(source=info, shards=[], partial=partial)
-        job = Job(meta=True, sample=SAMPLE if chosen is None else 0, shard_bytes=self.config.shard_bytes)
-        forward = walk(self.path, self.subdir, job)
-        if forward.open_error is not None or not forward.meta:
-            reason = forward.open_error or forward.failure or "unknown error"
-            partial.add("R004", Location(path=rel, detail=f"the LMDB environment cannot be opened: {reason}"))
-            return Plan(source=info, shards=[], partial=partial)
+        tree = read_tree(self.data_file)
+        if tree is not None:  # the leaves' counts and keys, read from the pages: no key walk needed
+            forward = Walk(meta=tree.meta, done=tree.entries)
+        else:
+            job = Job(meta=True, sample=SAMPLE if chosen is None else 0, shard_bytes=self.config.shard_bytes)
+            forward = walk(self.path, self.subdir, job)
+            if forward.open_error is not None or not forward.meta:
+                reason = forward.open_error or forward.failure or "unknown error"
+                partial.add("R004", Location(path=rel, detail=f"the LMDB environment cannot be opened: {reason}"))
+                return Plan(source=info, shards=[], partial=partial)
         meta = forward.meta
         entries = int(meta["entries"])
-        per = max(1, forward.per)
+        per = records_per_shard(meta, self.config.shard_bytes)
         info.items = entries
         self._check_size(meta, size, rel, partial)
         planner = _Planner(self, rel, entries, per)
-        planner.add_forward(forward)
-        if forward.failure is not None:
-            planner.recover(forward)
+        if tree is not None:
+            ranges = cut(tree.leaves, per)
+            planner.head, planner.reached = [r for r, _pages in ranges], entries
+            planner.leaves = {r[0]: pages for r, pages in ranges}
+            planner.psize = tree.psize
+        else:
+            planner.add_forward(forward)
+            if forward.failure is not None:
+                planner.recover(forward)
         if planner.walked == 0 and entries == 0 and forward.failure is None:
             partial.add("S006", Location(path=rel, detail="the LMDB environment holds no records"))
         planner.report(partial)
-        if chosen is None and planner.walked and (forward.failure is not None or not forward.sample):
+        if chosen is None and planner.walked and not forward.sample:
             keys = [first for _pos, _n, first, _last in planner.head + planner.tail]
             again = walk(self.path, self.subdir, Job(walk=False, sample=SAMPLE, sample_keys=keys))
+            if again.open_error is not None:
+                detail = f"the LMDB environment cannot be opened: {again.open_error}"
+                partial.add("R004", Location(path=rel, detail=detail))
+                return Plan(source=info, shards=[], partial=partial)
             forward.sample, forward.sample_failure = again.sample, again.sample_failure or again.failure
         decoder, how = self._choose(chosen, forward, rel, partial, planner)
         partial.info["lmdb.records"] = str(entries)
@@ -241,6 +258,14 @@ class LmdbSource(Source):
     def read(self, shard: Shard) -> Iterator[Any]:
         spec = shard.spec
         decoder = parse_decoder(spec["decoder"])
+        if decoder.name == "datum" and spec.get("leaves"):
+            pages = _Pages.open(self.data_file, spec)
+            if pages is not None:
+                try:
+                    yield from _DatumReader(self, None, spec, decoder, pages).run_direct()
+                finally:
+                    pages.close()
+                return
         try:
             env = open_env(self.path, self.subdir)
         except lmdb.Error as exc:
@@ -255,7 +280,8 @@ class LmdbSource(Source):
             try:
                 yield from reader.run()
             finally:
-                reader.txn.abort()
+                if reader.txn is not None:
+                    reader.txn.abort()
         finally:
             env.close()
 
@@ -277,6 +303,9 @@ class _Planner:
         """Ranges from the first key on."""
         self.tail: list[Range] = []
         """Ranges reached walking back from the last key (after a failure), in key order."""
+        self.psize = 0
+        self.leaves: dict[int, list[int]] = {}
+        """Leaf page numbers of each range (by position), when planned from the pages: read without LMDB."""
         self.failure: str | None = None
         self.tail_failure: str | None = None
         self.reached = 0
@@ -358,7 +387,7 @@ class _Planner:
         for i, (pos, n, first, last) in enumerate(ranges):
             prev = prev if pos == end else None
             after = ranges[i + 1] if i + 1 < len(ranges) else None
-            spec = {
+            spec: dict[str, Any] = {
                 "file": self.rel,
                 "decoder": decoder,
                 "first": first.hex(),
@@ -370,6 +399,8 @@ class _Planner:
                 "count": n,
                 "records": self.entries,
             }
+            if pos in self.leaves:
+                spec["leaves"], spec["psize"] = self.leaves[pos], self.psize
             out.append(Shard(id=len(out), items=n, bytes=int(n * per_bytes), spec=spec))
             prev, end = last.hex(), pos + n
         return out
@@ -390,7 +421,9 @@ class _Keys:
         self.positions: list[int] = [start]
         self.keys: list[bytes] = [first]
 
-    def mark(self, pos: int, key: bytes | memoryview) -> None:
+    def mark(self, pos: int, key: bytes | memoryview | None) -> None:
+        if key is None:
+            return
         i = bisect_right(self.positions, pos)
         if i and self.positions[i - 1] == pos:
             return
@@ -444,9 +477,14 @@ def _next_position(it: Any, default: int) -> int:
 class _Reader:
     """Reads one shard: the key range, the record loop, and what every decoder's reader shares."""
 
-    def __init__(self, source: LmdbSource, env: Any, spec: dict[str, Any], decoder: Decoder) -> None:
+    def __init__(
+        self, source: LmdbSource, env: Any, spec: dict[str, Any], decoder: Decoder, pages: _Pages | None = None
+    ) -> None:
         self.source, self.env, self.spec, self.decoder = source, env, spec, decoder
-        self.txn = env.begin(buffers=True)
+        self.pages = pages
+        """Set when the shard is read straight from its leaf pages (no LMDB)."""
+        self.txn: Any = env.begin(buffers=True) if env is not None else None
+        self.cursor: Any = None
         self.config = source.config
         self.rel: str = spec["file"]
         self.start: int = int(spec["start"])
@@ -455,7 +493,7 @@ class _Reader:
         self.records: int = int(spec.get("records", self.count))
         self.first = _unhex(spec["first"])
         self.cap = self.config.max_locations
-        self.keys = _Keys(self.txn, self.first, self.start)
+        self.keys: Any = _Keys(self.txn, self.first, self.start) if self.txn is not None else None
         self.shapes: dict[str, int] = {}
         self.samples: dict[str, list[Location]] = {}
         self.sampled: dict[str, int] = {}
@@ -468,8 +506,19 @@ class _Reader:
     # locations ---------------------------------------------------------------------------------
 
     def location(self, pos: int, key: bytes | memoryview | None = None, detail: str | None = None) -> Location:
-        text = key_text(key) if key is not None else key_text(self.keys.key(pos))
+        text = key_text(key) if key is not None else key_text(self.key_at(pos))
         return Location(path=self.rel, key=text, index=pos, detail=detail)
+
+    def key_at(self, pos: int) -> bytes | None:
+        """The key of the record at ``pos`` of this shard, looked up afterwards."""
+        if self.pages is not None:
+            return self.pages.key(pos - self.start)
+        return self.keys.key(pos)  # type: ignore[no-any-return]
+
+    def mark(self, pos: int) -> None:
+        """Remember the key of the record the loop is at (cheap lookups near it later)."""
+        if self.keys is not None:
+            self.mark(pos)
 
     def locator(self, positions: list[int] | range) -> Any:
         def at(i: int) -> Location:
@@ -483,7 +532,7 @@ class _Reader:
         self.accounted += 1
         return ReadFailure(code, self.location(pos, key, detail), items=1, nbytes=len(value) if value else 0)
 
-    def bad_value(self, pos: int, key: bytes | memoryview, value: bytes | memoryview, why: str) -> ReadFailure:
+    def bad_value(self, pos: int, key: bytes | memoryview | None, value: bytes | memoryview, why: str) -> ReadFailure:
         """A value the decoder refuses: pickled-records when it is a pickle, else record-invalid."""
         from ..records.pickles import describe, pickle_protocol
 
@@ -502,13 +551,12 @@ class _Reader:
     # the loop ------------------------------------------------------------------------------------
 
     def run(self) -> Iterator[Any]:
-        cursor = self.txn.cursor()
         try:
-            pairs = self._pairs(cursor)
+            values = self._values()
         except lmdb.Error as exc:
             yield from self._stopped(self.start, exc)
             return
-        if pairs is None:
+        if values is None:
             last = key_text(_unhex(self.spec["last"]))
             detail = (
                 f"the cursor cannot be placed at this key, the first of {self.count:,} records found when planning "
@@ -516,7 +564,7 @@ class _Reader:
             )
             yield ReadFailure("R004", self.location(self.start, self.first, detail), items=self.count)
             return
-        it = enumerate(pairs, self.start)
+        it = enumerate(values, self.start)
         try:
             yield from self.loop(it)
         except lmdb.Error as exc:
@@ -526,14 +574,19 @@ class _Reader:
             return
         yield from self.flush(self.end)
 
-    def _pairs(self, cursor: Any) -> Iterator[tuple[Any, Any]] | None:
-        """The shard's (key, value) pairs: from its first key on, or else read backward from a key after it.
+    def key(self, pos: int) -> bytes | None:
+        """The key of the record at ``pos``, while the reading loop is at it."""
+        if self.cursor is not None:
+            return bytes(self.cursor.key())
+        return self.key_at(pos)
+
+    def _values(self) -> Iterator[Any] | None:
+        """The shard's values: from its first key on, or else read backward from a key after it.
 
         Keys in a damaged leaf page can be walked to but not looked up (the search inside the page goes astray),
         and a damaged branch page hides whole subtrees from lookups that sibling steps still reach: the range
         is then read backward from the next range's first key, or from the last key of the database.
         """
-        del cursor
         for attempt in (self._from_first, self._from_next, self._from_end):
             try:
                 found = attempt(self.txn.cursor())
@@ -547,18 +600,19 @@ class _Reader:
                 return found
         return None
 
-    def _from_first(self, cursor: Any) -> Iterator[tuple[Any, Any]] | None:
+    def _from_first(self, cursor: Any) -> Iterator[Any] | None:
         if not cursor.set_key(self.first):
             return None
-        return islice(cursor.iternext(keys=True, values=True), self.count)
+        self.cursor = cursor  # the loop's keys come from it (values only are iterated)
+        return islice(cursor.iternext(keys=False, values=True), self.count)
 
-    def _from_next(self, cursor: Any) -> Iterator[tuple[Any, Any]] | None:
+    def _from_next(self, cursor: Any) -> Iterator[Any] | None:
         after = self.spec.get("next")
         if after is None or not cursor.set_key(_unhex(after)) or not cursor.prev():
             return None
         return self._backward(cursor)
 
-    def _from_end(self, cursor: Any) -> Iterator[tuple[Any, Any]] | None:
+    def _from_end(self, cursor: Any) -> Iterator[Any] | None:
         last = _unhex(self.spec["last"])
         if not cursor.last():
             return None
@@ -569,15 +623,15 @@ class _Reader:
             return None
         return self._backward(cursor)
 
-    def _backward(self, cursor: Any) -> Iterator[tuple[Any, Any]] | None:
-        """``count`` pairs read backward from the cursor (placed at the range's last key), in key order."""
+    def _backward(self, cursor: Any) -> Iterator[Any] | None:
+        """``count`` values read backward from the cursor (placed at the range's last key), in key order."""
         pairs = list(islice(cursor.iterprev(keys=True, values=True), self.count))
         if len(pairs) != self.count or bytes(pairs[-1][0]) != self.first:
             return None
         pairs.reverse()
         for pos, (key, _value) in enumerate(pairs, self.start):
             self.keys.mark(pos, key)
-        return iter(pairs)
+        return iter([value for _key, value in pairs])
 
     def _stopped(self, stop: int, exc: lmdb.Error) -> Iterator[Any]:
         lost = self.end - stop
@@ -599,7 +653,7 @@ class _Reader:
             )
         yield ReadFailure("R004", where, items=lost)
 
-    def loop(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+    def loop(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
         raise NotImplementedError
 
     def flush(self, end: int) -> Iterator[Any]:
@@ -627,7 +681,8 @@ class _Batch:
         self.dtype, self.shape = dtype, shape
         self.row_bytes = max(1, math.prod(shape) * dtype.itemsize)
         self.rows = max(1, reader.config.block_bytes // self.row_bytes)
-        self.buf = bytearray(self.rows * self.row_bytes)
+        self.buf = bytearray()
+        """Grown on first use (a batch may only lend its meta to another buffer)."""
         self.positions: list[int] = []
         shape_text = "x".join(map(str, shape)) or "scalar"
         full = (reader.records, *shape)
@@ -647,6 +702,8 @@ class _Batch:
         return len(self.positions) >= self.rows
 
     def add(self, pos: int, data: bytes | memoryview) -> None:
+        if not self.buf:
+            self.buf = _buffer(self.meta.stats_key, self.rows * self.row_bytes)
         at = len(self.positions) * self.row_bytes
         self.buf[at : at + self.row_bytes] = data
         self.positions.append(pos)
@@ -670,8 +727,10 @@ class _Batch:
 class _DatumReader(_Reader):
     """Caffe Datums: labels in key order, pixel sizes, float_data values, encoded images."""
 
-    def __init__(self, source: LmdbSource, env: Any, spec: dict[str, Any], decoder: Decoder) -> None:
-        super().__init__(source, env, spec, decoder)
+    def __init__(
+        self, source: LmdbSource, env: Any, spec: dict[str, Any], decoder: Decoder, pages: _Pages | None = None
+    ) -> None:
+        super().__init__(source, env, spec, decoder, pages)
         from ..records import datum
 
         self.datum = datum
@@ -685,7 +744,7 @@ class _DatumReader(_Reader):
         self.float_rows: _FloatRows | None = None
         self.slow_floats: dict[tuple[int, int, int], _Batch] = {}
 
-    def loop(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+    def loop(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
         while True:
             layout = self.layout
             if layout is None:
@@ -697,35 +756,35 @@ class _DatumReader(_Reader):
             if done:
                 return
 
-    def _slow_loop(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Generator[Any, None, bool]:
-        for pos, (key, value) in it:
-            yield from self._slow(pos, key, value)
+    def _slow_loop(self, it: Iterator[tuple[int, Any]]) -> Generator[Any, None, bool]:
+        for pos, value in it:
+            yield from self._slow(pos, self.key(pos), value)
             if self.layout is not None:
                 return False
         return True
 
-    def _raw_loop(self, it: Iterator[tuple[int, tuple[Any, Any]]], layout: Any) -> Generator[Any, None, bool]:
+    def _raw_loop(self, it: Iterator[tuple[int, Any]], layout: Any) -> Generator[Any, None, bool]:
         head = layout.head
         cut = len(head)
         end = cut + layout.size
         tails = layout.tails.get
         labels = self.labels
         add = labels.append
-        for pos, (key, value) in it:
+        for pos, value in it:
             if value[:cut] == head:
                 label = tails(value[end:])
                 if label is not None:
                     add(label)
                     if len(labels) >= BLOCK_RECORDS:
-                        self.keys.mark(pos, key)
+                        self.mark(pos)
                         yield from self.flush(pos + 1)
                     continue
-            yield from self._slow(pos, key, value)
+            yield from self._slow(pos, self.key(pos), value)
             if self.layout is not layout:
                 return False
         return True
 
-    def _float_loop(self, it: Iterator[tuple[int, tuple[Any, Any]]], layout: Any) -> Generator[Any, None, bool]:
+    def _float_loop(self, it: Iterator[tuple[int, Any]], layout: Any) -> Generator[Any, None, bool]:
         rows = self._rows(layout)
         starts = layout.starts.get
         width = layout.key_len
@@ -738,7 +797,7 @@ class _DatumReader(_Reader):
         add = self.labels.append
         at = rows.fill
         try:
-            for pos, (key, value) in it:
+            for pos, value in it:
                 got = starts(value[:width])
                 if got is not None:
                     label, start = got
@@ -750,12 +809,12 @@ class _DatumReader(_Reader):
                         add(label)
                         if at >= capacity:
                             rows.fill = at
-                            self.keys.mark(pos, key)
+                            self.mark(pos)
                             yield from self.flush(pos + 1)
                             at = rows.fill
                         continue
                 rows.fill = at
-                yield from self._slow(pos, key, value)
+                yield from self._slow(pos, self.key(pos), value)
                 at = rows.fill
                 if self.layout is not layout:
                     return False
@@ -769,6 +828,77 @@ class _DatumReader(_Reader):
                 raise RuntimeError("float rows of another layout still pending")  # flushed before a switch
             self.float_rows = _FloatRows(self, layout)
         return self.float_rows
+
+    # straight from the pages ---------------------------------------------------------------------
+
+    def run_direct(self) -> Iterator[Any]:
+        """The shard's records located in its leaf pages and judged a block at a time with numpy.
+
+        Records of the current layout are recognised by vectorised byte comparisons over the mapped file;
+        the others (and the first ones, to learn a layout) go through the full parse one by one.
+        """
+        pages = self.pages
+        assert pages is not None
+        at, length = pages.records.value_at, pages.records.value_len
+        n = len(pages.records)
+        i = 0
+        while i < n:
+            layout = self.layout
+            if layout is None:
+                pos = self.start + i
+                yield from self._slow(pos, self.key_at(pos), pages.value(i))
+                i += 1
+                continue
+            j = min(n, i + max(1, BLOCK_RECORDS - len(self.labels)))
+            match = _match_raw if layout.kind == self.datum.RAW else _match_floats
+            ok, labels, starts = match(pages.view, at[i:j], length[i:j], layout)
+            done = i
+            for stop in [*(np.flatnonzero(~ok) + i).tolist(), j]:
+                if stop > done:
+                    yield from self._take(layout, done, stop, labels[done - i : stop - i], starts[done - i : stop - i])
+                if stop == j:
+                    done = j
+                    break
+                pos = self.start + stop
+                yield from self._slow(pos, self.key_at(pos), pages.value(stop))
+                done = stop + 1
+                if self.layout is not layout:
+                    break
+            i = done
+            if len(self.labels) >= BLOCK_RECORDS:
+                yield from self.flush(self.start + i)
+        yield from self.flush(self.end)
+
+    def _take(
+        self, layout: Any, a: int, b: int, labels: np.ndarray[Any, Any], starts: np.ndarray[Any, Any]
+    ) -> Iterator[Any]:
+        """Records a..b (shard offsets) that match ``layout``: their labels, and for floats their payload."""
+        if layout.kind == self.datum.RAW:
+            self.labels.extend(labels.tolist())
+            return
+        pages = self.pages
+        assert pages is not None
+        rows = self._rows(layout)
+        size = layout.size
+        offsets = pages.records.value_at[a:b] + starts
+        k = 0
+        while k < b - a:
+            row = rows.fill // size
+            take = min(b - a - k, rows.rows - row)
+            chunk = offsets[k : k + take]
+            steps = np.diff(chunk)
+            even = take if not steps.size or (steps == steps[0]).all() else int(np.argmax(steps != steps[0])) + 1
+            stride = int(steps[0]) if steps.size else size
+            source = np.lib.stride_tricks.as_strided(
+                pages.view[int(chunk[0]) :], shape=(even, size), strides=(stride, 1), writeable=False
+            )
+            rows.grid[row : row + even] = source
+            rows.positions.extend(range(self.start + a + k, self.start + a + k + even))
+            self.labels.extend(labels[k : k + even].tolist())
+            rows.fill += even * size
+            k += even
+            if rows.fill >= rows.capacity:
+                yield from self.flush(self.start + a + k)
 
     # the full parse ------------------------------------------------------------------------------
 
@@ -818,7 +948,7 @@ class _DatumReader(_Reader):
 
     def _maybe_flush(self, pos: int, key: Any) -> Iterator[Any]:
         if len(self.labels) >= BLOCK_RECORDS:
-            self.keys.mark(pos, key)
+            self.mark(pos)
             yield from self.flush(pos + 1)
 
     def _learn(self, pos: int, value: Any, d: Any) -> Iterator[Any]:
@@ -909,14 +1039,32 @@ SWITCH_AFTER = 16
 FLOAT_ITEM = np.dtype([("tag", "u1"), ("value", "<f4")])
 
 
+_BUFFERS: dict[tuple[str, int], bytearray] = {}
+"""Buffers reused by every shard a worker process reads (fresh memory costs a page fault per page)."""
+
+
+def _buffer(name: str, size: int) -> bytearray:
+    """A process-wide reusable buffer of at least ``size`` bytes (items never outlive their shard's reading)."""
+    key = (name, size)
+    found = _BUFFERS.get(key)
+    if found is None:
+        if len(_BUFFERS) > 16:
+            _BUFFERS.clear()
+        found = _BUFFERS[key] = bytearray(size)
+    return found
+
+
 class _FloatRows:
     """float_data payloads of one layout, copied as they are on the wire (tag byte + float) into a buffer."""
 
     def __init__(self, reader: _DatumReader, layout: Any) -> None:
         self.reader, self.layout = reader, layout
-        rows = max(1, reader.config.block_bytes // layout.size)
-        self.capacity = rows * layout.size
-        self.buf = bytearray(self.capacity)
+        self.rows = max(1, reader.config.block_bytes // layout.size)
+        self.capacity = self.rows * layout.size
+        self.buf = _buffer("float rows", self.capacity)
+        self.grid = np.frombuffer(self.buf, np.uint8).reshape(self.rows, layout.size)
+        """The same buffer as one row per record (for strided copies of records laid out evenly in the file)."""
+        self.out = np.frombuffer(_buffer("floats", self.rows * layout.count * 4), np.float32)
         self.fill = 0
         self.positions: list[int] = []
         self.batch = _Batch(reader, "float_data", np.dtype(np.float32), layout.shape)
@@ -935,7 +1083,8 @@ class _FloatRows:
             items = items[good]
         if not positions:
             return
-        data = np.ascontiguousarray(items["value"]).astype(np.float32, copy=False)
+        data = self.out[: len(positions) * layout.count].reshape(len(positions), layout.count)
+        np.copyto(data, items["value"])
         yield NumericBlock(
             meta=self.batch.meta,
             data=data.reshape(len(positions), *layout.shape),
@@ -988,26 +1137,27 @@ class _NumericReader(_Reader):
             if block is not None:
                 yield block
 
-    def loop(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+    def loop(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
         if self.decoder.raw is not None:
             yield from self._raw(it)
         else:
             yield from self._npy(it)
 
-    def _raw(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+    def _raw(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
         spec = self.decoder.raw
         assert spec is not None
         size = spec.nbytes
         batch = self.batch(spec.dtype, spec.shape)
         since = self.start
-        for pos, (key, value) in it:
+        for pos, value in it:
             if len(value) == size:
                 batch.add(pos, value)
                 if batch.full:
-                    self.keys.mark(pos, key)
+                    self.mark(pos)
                     yield from self.flush(pos + 1)
                     since = pos + 1
                 continue
+            key = self.key(pos)
             from ..records.pickles import pickle_protocol
 
             if pickle_protocol(value) is not None:
@@ -1019,12 +1169,13 @@ class _NumericReader(_Reader):
                 yield from self.flush(pos + 1)
                 since = pos + 1
 
-    def _npy(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+    def _npy(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
         from ..records import npy
 
         since = self.start
-        for pos, (key, value) in it:
+        for pos, value in it:
             self.nbytes += len(value)
+            key = self.key(pos)
             try:
                 header = npy.read_header(value)
             except npy.NpyPickled as exc:
@@ -1049,12 +1200,12 @@ class _NumericReader(_Reader):
                 else:
                     batch.add(pos, value[header.offset :])
                 if batch.full:
-                    self.keys.mark(pos, key)
+                    self.mark(pos)
                     yield from self.flush(pos + 1)
                     since = pos + 1
                     continue
             if pos + 1 - since >= BLOCK_RECORDS:
-                self.keys.mark(pos, key)
+                self.mark(pos)
                 yield from self.flush(pos + 1)
                 since = pos + 1
 
@@ -1062,15 +1213,112 @@ class _NumericReader(_Reader):
 class _ImageReader(_Reader):
     """Encoded images: one EncodedImage item per record, judged by the image checks."""
 
-    def loop(self, it: Iterator[tuple[int, tuple[Any, Any]]]) -> Iterator[Any]:
+    def loop(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
         from ..records.pickles import pickle_protocol
 
-        for pos, (key, value) in it:
+        for pos, value in it:
+            key = self.key(pos)
             if len(value) > 2 and value[0] == 0x80 and pickle_protocol(value) is not None:
                 yield self.bad_value(pos, key, value, "a pickle")
                 continue
             self.accounted += 1
             yield EncodedImage(data=bytes(value), location=self.location(pos, key), nbytes=len(value))
+
+
+class _Pages:
+    """The data file mapped read-only, and the records of one shard's leaf pages located in it."""
+
+    def __init__(self, fh: Any, mapped: mmap.mmap, records: Records) -> None:
+        self.fh, self.mapped, self.records = fh, mapped, records
+        self.data = memoryview(mapped)
+        self.view: np.ndarray[Any, Any] = np.frombuffer(mapped, np.uint8)
+
+    @classmethod
+    def open(cls, path: Path, spec: dict[str, Any]) -> _Pages | None:
+        """None when the pages are not what planning saw (then LMDB reads the shard)."""
+        try:
+            fh = path.open("rb")
+        except OSError:
+            return None
+        try:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            fh.close()
+            return None
+        view = np.frombuffer(mapped, np.uint8)
+        records = leaf_records(view, int(spec["psize"]), spec["leaves"])
+        del view
+        if records is not None and len(records) == int(spec["count"]):
+            pages = cls(fh, mapped, records)
+            if pages.key(0) == _unhex(spec["first"]):
+                return pages
+            pages.close()
+            return None
+        mapped.close()
+        fh.close()
+        return None
+
+    def key(self, offset: int) -> bytes:
+        at = int(self.records.key_at[offset])
+        return bytes(self.data[at : at + int(self.records.key_len[offset])])
+
+    def value(self, offset: int) -> memoryview:
+        at = int(self.records.value_at[offset])
+        return self.data[at : at + int(self.records.value_len[offset])]
+
+    def close(self) -> None:
+        del self.view
+        with contextlib.suppress(BufferError):  # a view of it still alive somewhere: the collector unmaps it
+            self.data.release()
+            self.mapped.close()
+        self.fh.close()
+
+
+def _match_raw(
+    view: np.ndarray[Any, Any], at: np.ndarray[Any, Any], length: np.ndarray[Any, Any], layout: Any
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Which raw records are exactly ``head`` + pixels + (label, maybe ``encoded: false``), and their labels."""
+    head = np.frombuffer(layout.head, np.uint8)
+    body = head.size + layout.size
+    ok = length >= body + 2
+    base = np.where(ok, at, 0)
+    ok &= (view[base[:, None] + np.arange(head.size)] == head).all(axis=1)
+    tag = base + body
+    tail = length - body
+    ok &= view[tag] == 0x28
+    b1 = view[tag + 1].astype(np.int64)
+    one = b1 < 0x80
+    b2 = view[np.where(~one & (tail >= 3), tag + 2, tag)].astype(np.int64)
+    ok &= one | ((tail >= 3) & (b2 < 0x80))
+    labels = np.where(one, b1, (b1 & 0x7F) | (b2 << 7))
+    used = np.where(one, 2, 3)
+    rest = tail - used
+    more = np.where(rest == 2, tag + used, tag)
+    ok &= (rest == 0) | ((rest == 2) & (view[more] == 0x38) & (view[more + 1] == 0))
+    return ok, labels, used
+
+
+def _match_floats(
+    view: np.ndarray[Any, Any], at: np.ndarray[Any, Any], length: np.ndarray[Any, Any], layout: Any
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Which float records are ``head`` + label + unpacked floats + ``tail``; their labels and float offsets."""
+    head = np.frombuffer(layout.head, np.uint8)
+    ok = length >= head.size + 3
+    base = np.where(ok, at, 0)
+    ok &= (view[base[:, None] + np.arange(head.size)] == head).all(axis=1)
+    tag = base + head.size
+    ok &= view[tag] == 0x28
+    b1 = view[tag + 1].astype(np.int64)
+    b2 = view[tag + 2].astype(np.int64)
+    one = b1 < 0x80
+    ok &= one | (b2 < 0x80)
+    labels = np.where(one, b1, (b1 & 0x7F) | (b2 << 7))
+    starts = np.where(one, head.size + 2, head.size + 3)
+    ok &= length == starts + layout.size + len(layout.tail)
+    if layout.tail:
+        end = np.where(ok, base + length, 2)
+        ok &= (view[end - 2] == 0x38) & (view[end - 1] == 0)
+    return ok, labels, starts
 
 
 READERS: dict[str, type[_Reader]] = {

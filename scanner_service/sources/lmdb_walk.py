@@ -112,12 +112,15 @@ def _pipe_sink(fd: int) -> Sink:
     return send
 
 
-def _per(stat: dict[str, int], job: Job) -> int:
-    if job.per:
-        return job.per
+def records_per_shard(stat: dict[str, int], shard_bytes: int) -> int:
+    """Records per shard for about ``shard_bytes`` of pages each (the mean record's share of the pages)."""
     pages = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
     mean = max(1, pages * stat["psize"] // max(1, stat["entries"]))
-    return max(1, job.shard_bytes // mean)
+    return max(1, shard_bytes // mean)
+
+
+def _per(stat: dict[str, int], job: Job) -> int:
+    return job.per or records_per_shard(stat, job.shard_bytes)
 
 
 def _child(send: Sink, trace: mmap.mmap | None, path: Path, subdir: bool, job: Job) -> None:

@@ -74,7 +74,8 @@ def test_shards_are_key_ranges_balanced_by_count(make_env: EnvMaker) -> None:
     planned = plan(path, ScanConfig(shard_bytes=1 << 16))
     shards = planned.shards
     counts = [s.spec["count"] for s in shards]
-    assert len(shards) >= 5 and len(set(counts[:-1])) == 1 and counts[-1] <= counts[0]
+    assert len(shards) >= 5 and max(counts[:-1]) - min(counts[:-1]) <= 16  # cut at leaf pages: a few records apart
+    assert counts[-1] <= max(counts)
     assert sum(counts) == planned.source.items == 1000
     keys = all_keys(path)
     position = 0

@@ -1,0 +1,263 @@
+"""Planning from the B-tree's own pages, read from the file: the key ranges without walking every key.
+
+A cursor walk over the keys costs almost as much as reading the values: LMDB touches each record's overflow
+page even when only keys are asked for. The tree itself knows more cheaply: the meta page names the root,
+branch pages list their children, and each leaf page's header says how many keys it holds. Reading the
+branch pages and one page per leaf (about one page per 150 records of Caffe-sized values) gives exact
+record counts and the first and last key of every leaf, so ranges can be cut at leaf boundaries, balanced by
+count.
+
+The pages are read with plain file reads and parsed with bounds checks: a damaged or unexpected page can
+only make this return None, never crash. Anything it does not fully understand (another format version, a
+32-bit build, sorted duplicates, a count that does not add up, a page past the end of the file) also returns
+None, and the caller walks the keys with LMDB in a child process instead.
+
+Format (LMDB 0.9, 64-bit): a page starts with its number (8 bytes), 2 pad bytes, flags (2), and ``lower``
+and ``upper`` (2 + 2): ``(lower - 16) / 2`` nodes, whose offsets follow the header. A branch node is
+``lo, hi, flags, ksize`` (2 bytes each: the child's page number is ``lo | hi << 16 | flags << 32``) then the
+key; a leaf node is ``size lo, size hi, flags, ksize`` then the key. The meta pages (0 and 1) hold the
+magic, the version, and the free and main databases' roots, depth, page counts and record count; the one
+with the larger transaction id is current.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MAGIC = 0xBEEFC0DE
+VERSION = 1
+P_BRANCH, P_LEAF, P_OVERFLOW, P_META, P_LEAF2, P_SUBP = 0x01, 0x02, 0x04, 0x08, 0x20, 0x40
+HEADER = 16
+TRANSIENT = 0x10 | 0x4000 | 0x8000
+"""Page flags LMDB uses in memory only (dirty, loose, keep): ignored when they linger on disk."""
+META = struct.Struct("<IIQQ48s48sQQ")
+DB = struct.Struct("<IHHQQQQQ")
+INVALID = (1 << 64) - 1
+MAX_PAGES = 1 << 22
+"""Give up (and walk instead) on trees of more branch and leaf pages than this."""
+
+
+@dataclass(slots=True)
+class Leaf:
+    pgno: int
+    count: int
+    first: bytes
+    last: bytes
+
+
+@dataclass(slots=True)
+class Tree:
+    psize: int
+    entries: int
+    depth: int
+    last_pgno: int
+    branch_pages: int
+    leaf_pages: int
+    overflow_pages: int
+    leaves: list[Leaf] = field(default_factory=list)
+
+    @property
+    def meta(self) -> dict[str, int]:
+        """The numbers ``env.stat()`` and ``env.info()`` would give."""
+        return {
+            "psize": self.psize,
+            "entries": self.entries,
+            "depth": self.depth,
+            "last_pgno": self.last_pgno,
+            "branch_pages": self.branch_pages,
+            "leaf_pages": self.leaf_pages,
+            "overflow_pages": self.overflow_pages,
+        }
+
+
+class _Unreadable(Exception):
+    """Something in the file this reader does not vouch for: walk the keys instead."""
+
+
+def read_tree(path: Path) -> Tree | None:
+    """The main database's leaves in key order, or None when the file is not one this reader fully knows."""
+    try:
+        with path.open("rb") as fh:
+            return _Reader(fh.fileno(), os.fstat(fh.fileno()).st_size).tree()
+    except (OSError, _Unreadable, struct.error, IndexError, ValueError):
+        return None
+
+
+class _Reader:
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.size = fd, size
+        self.psize = 0
+        self.pages = 0
+
+    def _meta(self, data: bytes) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
+        flags = struct.unpack_from("<H", data, 10)[0]
+        magic, version, _addr, _mapsize, free, main, last_pgno, txnid = META.unpack_from(data, HEADER)
+        if not flags & P_META or magic != MAGIC or version != VERSION:
+            raise _Unreadable("not an LMDB 0.9 meta page")
+        return txnid, DB.unpack(free), DB.unpack(main), last_pgno
+
+    def tree(self) -> Tree:
+        first = os.pread(self.fd, HEADER + META.size, 0)
+        if len(first) < HEADER + META.size:
+            raise _Unreadable("too short")
+        metas = [self._meta(first)]
+        psize = metas[0][1][0]  # the free database's md_pad holds the page size
+        if psize < 512 or psize > 1 << 16 or psize & (psize - 1):
+            raise _Unreadable("page size")
+        self.psize = psize
+        second = os.pread(self.fd, HEADER + META.size, psize)
+        if len(second) == HEADER + META.size:
+            with contextlib.suppress(_Unreadable):
+                metas.append(self._meta(second))
+        _txnid, _free, main, last_pgno = max(metas)
+        _pad, flags, depth, branch_pages, leaf_pages, overflow_pages, entries, root = main
+        if flags != 0:
+            raise _Unreadable("database flags (sorted duplicates, reverse or integer keys)")
+        if (last_pgno + 1) * psize > self.size:
+            raise _Unreadable("truncated")
+        tree = Tree(psize, entries, depth, last_pgno, branch_pages, leaf_pages, overflow_pages)
+        if root == INVALID:
+            if entries:
+                raise _Unreadable("records but no root")
+            return tree
+        if branch_pages + leaf_pages > MAX_PAGES:
+            raise _Unreadable("too many pages")
+        self._visit(root, depth, tree.leaves)
+        if sum(leaf.count for leaf in tree.leaves) != entries or len(tree.leaves) != leaf_pages:
+            raise _Unreadable("counts do not add up")
+        return tree
+
+    def _page(self, pgno: int) -> tuple[bytes, int, int]:
+        """A page's bytes, flags and node count, after checking that it says it is that page."""
+        self.pages += 1
+        if self.pages > MAX_PAGES or pgno < 2 or (pgno + 1) * self.psize > self.size:
+            raise _Unreadable("page out of range")
+        data = os.pread(self.fd, self.psize, pgno * self.psize)
+        number, _pad, flags, lower, upper = struct.unpack_from("<QHHHH", data, 0)
+        if number != pgno or lower < HEADER or lower > upper or upper > self.psize or lower & 1:
+            raise _Unreadable("page header")
+        return data, flags, (lower - HEADER) >> 1
+
+    def _node(self, data: bytes, i: int) -> tuple[int, int, int, int, bytes]:
+        (offset,) = struct.unpack_from("<H", data, HEADER + 2 * i)
+        lo, hi, flags, ksize = struct.unpack_from("<HHHH", data, offset)
+        if offset + 8 + ksize > len(data):
+            raise _Unreadable("node past the page")
+        return lo, hi, flags, ksize, data[offset + 8 : offset + 8 + ksize]
+
+    def _visit(self, pgno: int, depth: int, leaves: list[Leaf]) -> None:
+        data, flags, n = self._page(pgno)
+        if n == 0:
+            raise _Unreadable("empty page")
+        if depth == 1:
+            if flags & (P_BRANCH | P_LEAF2 | P_SUBP | P_OVERFLOW) or not flags & P_LEAF:
+                raise _Unreadable("not a leaf where a leaf belongs")
+            leaves.append(Leaf(pgno, n, self._node(data, 0)[4], self._node(data, n - 1)[4]))
+            return
+        if flags & (P_LEAF | P_LEAF2 | P_SUBP | P_OVERFLOW) or not flags & P_BRANCH:
+            raise _Unreadable("not a branch where a branch belongs")
+        for i in range(n):
+            lo, hi, high, _ksize, _key = self._node(data, i)
+            self._visit(lo | hi << 16 | high << 32, depth - 1, leaves)
+
+
+def cut(leaves: list[Leaf], per: int) -> list[tuple[tuple[int, int, bytes, bytes], list[int]]]:
+    """Ranges of about ``per`` records at leaf boundaries: ((position, count, first key, last key), leaf pages)."""
+    ranges: list[tuple[tuple[int, int, bytes, bytes], list[int]]] = []
+    pos = count = 0
+    first = b""
+    pages: list[int] = []
+    for leaf in leaves:
+        if count == 0:
+            first, pages = leaf.first, []
+        count += leaf.count
+        pages.append(leaf.pgno)
+        if count >= per:
+            ranges.append(((pos, count, first, leaf.last), pages))
+            pos, count = pos + count, 0
+    if count:
+        ranges.append(((pos, count, first, leaves[-1].last), pages))
+    return ranges
+
+
+# -- reading records straight from the pages ----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Records:
+    """Where the keys and values of a run of leaves are in the file, in key order (byte offsets)."""
+
+    key_at: np.ndarray[Any, Any]
+    key_len: np.ndarray[Any, Any]
+    value_at: np.ndarray[Any, Any]
+    value_len: np.ndarray[Any, Any]
+
+    def __len__(self) -> int:
+        return int(self.key_at.size)
+
+
+def _u16(view: np.ndarray[Any, Any], at: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    out: np.ndarray[Any, Any] = view[at].astype(np.int64) | (view[at + 1].astype(np.int64) << 8)
+    return out
+
+
+def _u48(view: np.ndarray[Any, Any], at: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    out = np.zeros(at.shape, np.int64)
+    for i in range(6):
+        out |= view[at + i].astype(np.int64) << (8 * i)
+    return out
+
+
+def leaf_records(view: np.ndarray[Any, Any], psize: int, pgnos: list[int]) -> Records | None:
+    """The records of these leaf pages, located with vectorised reads of ``view`` (the whole file as bytes).
+
+    Every page header, node and overflow page is checked (page numbers, flags, bounds); None when anything
+    is off, and the caller reads the shard through LMDB instead.
+    """
+    size = view.size
+    pages = np.asarray(pgnos, np.int64)
+    if pages.size == 0 or pages.min() < 2 or (pages.max() + 1) * psize > size:
+        return None
+    base = pages * psize
+    if not (_u48(view, base) == pages).all() or not (_u16(view, base + 6) == 0).all():
+        return None  # the page number the page's header gives (8 bytes) is its own
+    if not ((_u16(view, base + 10) & ~TRANSIENT) == P_LEAF).all():
+        return None
+    lower, upper = _u16(view, base + 12), _u16(view, base + 14)
+    if ((lower < HEADER + 2) | (lower > upper) | (upper > psize) | (lower & 1).astype(bool)).any():
+        return None
+    counts = (lower - HEADER) >> 1
+    total = int(counts.sum())
+    leaf = np.repeat(np.arange(pages.size), counts)
+    index = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    page_at = base[leaf]
+    node = page_at + _u16(view, page_at + HEADER + 2 * index)
+    key_len = _u16(view, node + 6)
+    key_at = node + 8
+    if ((node < page_at + lower[leaf]) | (key_at + key_len > page_at + psize)).any():
+        return None
+    flags = _u16(view, node + 4)
+    value_len = _u16(view, node) | (_u16(view, node + 2) << 16)
+    big = flags == 1
+    if not (big | (flags == 0)).all():
+        return None  # sub-databases, duplicates: not records
+    inline_end = key_at + key_len + np.where(big, 8, value_len)
+    if (inline_end > page_at + psize).any():
+        return None
+    overflow = _u48(view, np.where(big, key_at + key_len, 0))
+    value_at = np.where(big, overflow * psize + HEADER, key_at + key_len)
+    if big.any():
+        first = overflow[big]
+        if first.min() < 2 or ((first * psize + HEADER + value_len[big]) > size).any():
+            return None
+        head = first * psize
+        if not (_u48(view, head) == first).all() or not ((_u16(view, head + 10) & ~TRANSIENT) == P_OVERFLOW).all():
+            return None
+    return Records(key_at, key_len, value_at, value_len)

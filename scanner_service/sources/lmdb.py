@@ -36,7 +36,7 @@ from ..partial import Partial
 from ..records import PICKLE, Decoder, RecordTally, parse_decoder
 from ..statistics import channel_layout
 from .base import Plan, Shard, Source, SourceInfo
-from .lmdb_pages import Records, cut, leaf_records, read_tree
+from .lmdb_pages import DAMAGE, Records, cut, leaf_records, read_tree
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 
 DATA_FILE = "data.mdb"
@@ -839,19 +839,19 @@ class _DatumReader(_Reader):
         """
         pages = self.pages
         assert pages is not None
-        at, length = pages.records.value_at, pages.records.value_len
+        at, length, damaged = pages.records.value_at, pages.records.value_len, pages.records.damaged
         n = len(pages.records)
         i = 0
         while i < n:
             layout = self.layout
             if layout is None:
-                pos = self.start + i
-                yield from self._slow(pos, self.key_at(pos), pages.value(i))
+                yield from self._one(i)
                 i += 1
                 continue
             j = min(n, i + max(1, BLOCK_RECORDS - len(self.labels)))
             match = _match_raw if layout.kind == self.datum.RAW else _match_floats
             ok, labels, starts = match(pages.view, at[i:j], length[i:j], layout)
+            ok &= damaged[i:j] == 0
             done = i
             for stop in [*(np.flatnonzero(~ok) + i).tolist(), j]:
                 if stop > done:
@@ -859,8 +859,7 @@ class _DatumReader(_Reader):
                 if stop == j:
                     done = j
                     break
-                pos = self.start + stop
-                yield from self._slow(pos, self.key_at(pos), pages.value(stop))
+                yield from self._one(stop)
                 done = stop + 1
                 if self.layout is not layout:
                     break
@@ -868,6 +867,20 @@ class _DatumReader(_Reader):
             if len(self.labels) >= BLOCK_RECORDS:
                 yield from self.flush(self.start + i)
         yield from self.flush(self.end)
+
+    def _one(self, offset: int) -> Iterator[Any]:
+        """One record of the shard read from the pages, parsed in full (or reported when its page is bad)."""
+        pages = self.pages
+        assert pages is not None
+        pos = self.start + offset
+        damage = int(pages.records.damaged[offset])
+        if damage:
+            self.segment_slow.append(pos)
+            self.labels.append(NO_LABEL)
+            yield self.failure("R004", pos, self.key_at(pos), f"this record cannot be read: {DAMAGE[damage]}")
+            yield from self._maybe_flush(pos, None)
+            return
+        yield from self._slow(pos, self.key_at(pos), pages.value(offset))
 
     def _take(
         self, layout: Any, a: int, b: int, labels: np.ndarray[Any, Any], starts: np.ndarray[Any, Any]

@@ -40,6 +40,11 @@ TRANSIENT = 0x10 | 0x4000 | 0x8000
 META = struct.Struct("<IIQQ48s48sQQ")
 DB = struct.Struct("<IHHQQQQQ")
 INVALID = (1 << 64) - 1
+PAST_THE_END, NOT_OVERFLOW = 1, 2
+DAMAGE = {
+    PAST_THE_END: "its node puts the value past the end of the file (a damaged size or page number)",
+    NOT_OVERFLOW: "the page its node names for the value is no overflow page (a damaged page number or page)",
+}
 MAX_PAGES = 1 << 22
 """Give up (and walk instead) on trees of more branch and leaf pages than this."""
 
@@ -198,6 +203,8 @@ class Records:
     key_len: np.ndarray[Any, Any]
     value_at: np.ndarray[Any, Any]
     value_len: np.ndarray[Any, Any]
+    damaged: np.ndarray[Any, Any]
+    """Per record: 0, or why its value cannot be where its node says (PAST_THE_END, NOT_OVERFLOW)."""
 
     def __len__(self) -> int:
         return int(self.key_at.size)
@@ -252,12 +259,9 @@ def leaf_records(view: np.ndarray[Any, Any], psize: int, pgnos: list[int]) -> Re
     if (inline_end > page_at + psize).any():
         return None
     overflow = _u48(view, np.where(big, key_at + key_len, 0))
-    value_at = np.where(big, overflow * psize + HEADER, key_at + key_len)
-    if big.any():
-        first = overflow[big]
-        if first.min() < 2 or ((first * psize + HEADER + value_len[big]) > size).any():
-            return None
-        head = first * psize
-        if not (_u48(view, head) == first).all() or not ((_u16(view, head + 10) & ~TRANSIENT) == P_OVERFLOW).all():
-            return None
-    return Records(key_at, key_len, value_at, value_len)
+    past = big & ((overflow < 2) | (overflow * psize + HEADER + value_len > size))
+    head = np.where(big & ~past, overflow * psize, 0)
+    wrong = big & ~past & ((_u48(view, head) != overflow) | ((_u16(view, head + 10) & ~TRANSIENT) != P_OVERFLOW))
+    damaged = np.where(past, PAST_THE_END, np.where(wrong, NOT_OVERFLOW, 0))
+    value_at = np.where(big & (damaged == 0), overflow * psize + HEADER, np.where(big, 0, key_at + key_len))
+    return Records(key_at, key_len, value_at, np.where(damaged, 0, value_len), damaged)

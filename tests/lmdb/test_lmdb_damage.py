@@ -64,10 +64,22 @@ def test_damaged_leaf_page_reports_the_last_good_key_and_scans_the_rest(big_env:
     assert report.labels[0].total == N - len(lost)
 
 
-def test_record_that_kills_the_reader_costs_only_itself(big_env: Path) -> None:
+def test_record_past_the_end_of_the_file_is_reported_without_reading_it(big_env: Path) -> None:
     node = node_of((big_env / "data.mdb").read_bytes(), key(777).encode())
     patch(big_env / "data.mdb", node, struct.pack("<HH", 0xFFFF, 0x7FFF))  # value size ~2 GB: past the map
     report = run_scan(big_env, workers=2)
+    r004 = finding(report, "R004")
+    assert [(loc.key, loc.index) for loc in r004.locations] == [(key(777), 777)]
+    assert "past the end of the file" in (r004.locations[0].detail or "")
+    assert report.summary.items_scanned == N
+    assert report.labels[0].total == N - 1
+
+
+def test_record_that_kills_the_reader_costs_only_itself(big_env: Path) -> None:
+    """Read through LMDB (the image decoder), the record's value runs past the map: the reader dies."""
+    node = node_of((big_env / "data.mdb").read_bytes(), key(777).encode())
+    patch(big_env / "data.mdb", node, struct.pack("<HH", 0xFFFF, 0x7FFF))  # value size ~2 GB: past the map
+    report = run_scan(big_env, workers=2, decoder="image", select=["R004"])
     r004 = finding(report, "R004")
     assert r004.count == 1
     loc = r004.locations[0]
@@ -75,7 +87,6 @@ def test_record_that_kills_the_reader_costs_only_itself(big_env: Path) -> None:
     assert "kills the reader (the reader process was killed by SIG" in (loc.detail or "")
     assert "last good key before it is 00000776" in (loc.detail or "")
     assert report.summary.items_scanned == N
-    assert report.labels[0].total == N - 1
 
 
 def test_garbage_in_a_value_is_record_invalid(big_env: Path) -> None:

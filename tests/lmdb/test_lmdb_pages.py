@@ -1,0 +1,123 @@
+"""Reading the B-tree's pages directly agrees with LMDB's cursor, and steps aside whenever it is unsure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import pytest
+
+from scanner_service import ScanConfig, plan
+from scanner_service.engine import scan_shard
+from scanner_service.partial import Partial, merge
+from scanner_service.sources.lmdb_pages import read_tree
+from tests.conftest import finding, run_scan
+from tests.lmdb.conftest import P_LEAF, datum, jpeg, key, node_of, page_flags, page_size, patch
+
+EnvMaker = Callable[..., Path]
+
+
+def mixed_records() -> list[tuple[str, bytes]]:
+    """Raw Datums with every kind of odd record, labels of one and two varint bytes and none."""
+    rng = np.random.default_rng(7)
+    records = []
+    for i in range(3000):
+        label: int | None = int(rng.integers(0, 400)) if i % 3 else i % 7
+        if i % 500 == 499:
+            label = None
+        records.append((key(i), datum(shape=(3, 12, 12), label=label, seed=i, encoded=False if i % 2 else None)))
+    records[10] = (key(10), b"\x0a\xff\xff not a datum")
+    records[11] = (key(11), datum(shape=(3, 12, 12), data=b"\x00" * 400, label=3))
+    records[12] = (key(12), datum(shape=(3, 6, 6), label=4, seed=12))
+    records[13] = (key(13), datum(shape=(3, 40, 48), data=jpeg(13)[:500], encoded=True, label=5))
+    records[14] = (key(14), datum(shape=(3, 12, 12), label=-1, seed=14))
+    records[15] = (key(15), datum(shape=(3, 12, 12), label=70000, seed=15))
+    return records
+
+
+def float_records() -> list[tuple[str, bytes]]:
+    rng = np.random.default_rng(8)
+    records = []
+    for i in range(1500):
+        values = rng.standard_normal((2, 5, 5)).astype(np.float32)
+        if i in (5, 900):
+            values[1, 2, 3] = np.nan
+        records.append((key(i), datum(shape=(2, 5, 5), floats=values, label=int(rng.integers(0, 300)))))
+    records[20] = (key(20), datum(shape=(2, 5, 5), floats=np.zeros(49), label=1))
+    return records
+
+
+def by_both_paths(path: Path, **options: object) -> tuple[Partial, Partial]:
+    config = ScanConfig(shard_bytes=1 << 16, **options)  # type: ignore[arg-type]
+    planned = plan(path, config)
+    assert all("leaves" in s.spec for s in planned.shards), "planned from the pages"
+    direct = [scan_shard("lmdb", planned.source.path, s, config) for s in planned.shards]
+    cursor = []
+    for shard in planned.shards:
+        spec = {k: v for k, v in shard.spec.items() if k not in ("leaves", "psize")}
+        cursor.append(scan_shard("lmdb", planned.source.path, shard.model_copy(update={"spec": spec}), config))
+    return merge(direct), merge(cursor)
+
+
+@pytest.mark.parametrize("records", [mixed_records, float_records], ids=["raw", "floats"])
+def test_pages_and_cursor_read_the_same(make_env: EnvMaker, records: Callable[[], list[tuple[str, bytes]]]) -> None:
+    direct, cursor = by_both_paths(make_env(records()), max_locations=50)
+    assert direct.items == cursor.items == len(records())
+    assert direct.findings.keys() == cursor.findings.keys()
+    for code, tally in direct.findings.items():
+        assert (tally.count, tally.locations) == (cursor.findings[code].count, cursor.findings[code].locations), code
+    assert direct.labels["label"].histogram == cursor.labels["label"].histogram
+    assert direct.labels["label"].runs == cursor.labels["label"].runs
+    assert direct.counters == cursor.counters
+    for name, stats in direct.stats.items():
+        other = cursor.stats[name]
+        assert stats.count == other.count and stats.nan == other.nan
+        assert np.allclose(stats.mean, other.mean) and stats.min == other.min and stats.max == other.max
+
+
+def test_the_tree_read_from_the_pages_matches_the_cursor(make_env: EnvMaker) -> None:
+    path = make_env(mixed_records())
+    tree = read_tree(path / "data.mdb")
+    assert tree is not None and tree.entries == 3000
+    env = lmdb.open(str(path), readonly=True, lock=False)
+    with env.begin() as txn:
+        keys = [bytes(k) for k in txn.cursor().iternext(keys=True, values=False)]
+    env.close()
+    assert sum(leaf.count for leaf in tree.leaves) == len(keys)
+    at = 0
+    for leaf in tree.leaves:
+        assert (leaf.first, leaf.last) == (keys[at], keys[at + leaf.count - 1])
+        at += leaf.count
+
+
+def test_named_databases_and_duplicates_fall_back_to_the_cursor(tmp_path: Path) -> None:
+    env = lmdb.open(str(tmp_path / "named"), max_dbs=2, map_size=1 << 24, lock=True)
+    inner = env.open_db(b"inner", dupsort=True)
+    with env.begin(write=True) as txn:
+        for i in range(50):
+            txn.put(key(i).encode(), datum(seed=i), db=inner)
+            txn.put(key(i).encode(), datum(seed=i + 1), db=inner)
+    env.close()
+    (tmp_path / "named" / "lock.mdb").unlink()
+    assert read_tree(tmp_path / "named" / "data.mdb") is not None  # the main database holds one sub-database
+    report = run_scan(tmp_path / "named")
+    assert finding(report, "R001").count == 1  # its value is LMDB's own record, no Datum: not a crash
+
+
+def test_a_bad_overflow_page_costs_only_its_record(make_env: EnvMaker) -> None:
+    """LMDB would stop the whole range at such a record; reading the pages reports it and goes on."""
+    path = make_env([(key(i), datum(shape=(3, 32, 32), label=i % 5, seed=i)) for i in range(400)])
+    data = (path / "data.mdb").read_bytes()
+    node = node_of(data, key(123).encode())
+    overflow = int.from_bytes(data[node + 8 + 8 : node + 8 + 8 + 8], "little")
+    psize = page_size(path)
+    assert page_flags(data, overflow, psize) & 0x04
+    patch(path / "data.mdb", overflow * psize + 10, P_LEAF.to_bytes(2, "little"))
+    report = run_scan(path)
+    r004 = finding(report, "R004")
+    assert [(loc.key, loc.index) for loc in r004.locations] == [(key(123), 123)]
+    assert "overflow page" in (r004.locations[0].detail or "")
+    assert report.summary.items_scanned == 400
+    assert report.labels[0].total == 399

@@ -190,8 +190,20 @@ FORM_FIELDS = (
         datalist="decoders",
     ),
     FormField("root", "Image list root", "text", _help("root"), advanced=True),
-    FormField("max_locations", "Locations per finding", "number", _help("max_locations"), advanced=True),
-    FormField("min_size", "Smallest image side (px)", "number", _help("min_size"), advanced=True),
+    FormField(
+        "max_locations",
+        "Locations per finding",
+        "number",
+        "How many places the report lists for each finding (default 20).",
+        advanced=True,
+    ),
+    FormField(
+        "min_size",
+        "Smallest image side (px)",
+        "number",
+        "Images whose shorter side is below this are reported as tiny (default 32).",
+        advanced=True,
+    ),
     FormField(
         "force",
         "Scan again even if nothing changed",

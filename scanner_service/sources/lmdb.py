@@ -36,7 +36,7 @@ from ..partial import Partial
 from ..records import PICKLE, Decoder, RecordTally, parse_decoder
 from ..statistics import channel_layout
 from .base import Plan, Shard, Source, SourceInfo
-from .lmdb_pages import DAMAGE, Records, cut, leaf_records, read_tree
+from .lmdb_pages import BAD_NODE, DAMAGE, Records, cut, leaf_records, read_tree
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 
 DATA_FILE = "data.mdb"
@@ -877,7 +877,12 @@ class _DatumReader(_Reader):
         if damage:
             self.segment_slow.append(pos)
             self.labels.append(NO_LABEL)
-            yield self.failure("R004", pos, self.key_at(pos), f"this record cannot be read: {DAMAGE[damage]}")
+            detail = f"this record cannot be read: {DAMAGE[damage]}"
+            key = self.key_at(pos)
+            if key is None:
+                before = self.key_at(pos - 1) if pos > self.start else _unhex(self.spec["prev"] or "")
+                detail += f"; it follows key {key_text(before)}" if before else ""
+            yield self.failure("R004", pos, key, detail)
             yield from self._maybe_flush(pos, None)
             return
         yield from self._slow(pos, self.key_at(pos), pages.value(offset))
@@ -1271,7 +1276,9 @@ class _Pages:
         fh.close()
         return None
 
-    def key(self, offset: int) -> bytes:
+    def key(self, offset: int) -> bytes | None:
+        if self.records.damaged[offset] == BAD_NODE:
+            return None
         at = int(self.records.key_at[offset])
         return bytes(self.data[at : at + int(self.records.key_len[offset])])
 

@@ -40,8 +40,10 @@ TRANSIENT = 0x10 | 0x4000 | 0x8000
 META = struct.Struct("<IIQQ48s48sQQ")
 DB = struct.Struct("<IHHQQQQQ")
 INVALID = (1 << 64) - 1
-PAST_THE_END, NOT_OVERFLOW = 1, 2
+PAST_THE_END, NOT_OVERFLOW, BAD_NODE = 1, 2, 3
+F_SUBDATA = 0x02
 DAMAGE = {
+    BAD_NODE: "its node in the leaf page is damaged (offset, key size or flags out of bounds)",
     PAST_THE_END: "its node puts the value past the end of the file (a damaged size or page number)",
     NOT_OVERFLOW: "the page its node names for the value is no overflow page (a damaged page number or page)",
 }
@@ -225,8 +227,9 @@ def _u48(view: np.ndarray[Any, Any], at: np.ndarray[Any, Any]) -> np.ndarray[Any
 def leaf_records(view: np.ndarray[Any, Any], psize: int, pgnos: list[int]) -> Records | None:
     """The records of these leaf pages, located with vectorised reads of ``view`` (the whole file as bytes).
 
-    Every page header, node and overflow page is checked (page numbers, flags, bounds); None when anything
-    is off, and the caller reads the shard through LMDB instead.
+    Every page header, node and overflow page is checked (page numbers, flags, bounds). A damaged page header
+    or a named sub-database gives None (the caller reads the shard through LMDB instead); a damaged node or
+    value location marks that record alone (``damaged``).
     """
     size = view.size
     pages = np.asarray(pgnos, np.int64)
@@ -245,23 +248,25 @@ def leaf_records(view: np.ndarray[Any, Any], psize: int, pgnos: list[int]) -> Re
     leaf = np.repeat(np.arange(pages.size), counts)
     index = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     page_at = base[leaf]
-    node = page_at + _u16(view, page_at + HEADER + 2 * index)
+    offset = _u16(view, page_at + HEADER + 2 * index)
+    good = (offset >= upper[leaf]) & (offset + 8 <= psize)
+    node = page_at + np.where(good, offset, psize - 8)  # bad nodes are read harmlessly, then ignored
     key_len = _u16(view, node + 6)
     key_at = node + 8
-    if ((node < page_at + lower[leaf]) | (key_at + key_len > page_at + psize)).any():
-        return None
+    good &= key_at + key_len <= page_at + psize
     flags = _u16(view, node + 4)
     value_len = _u16(view, node) | (_u16(view, node + 2) << 16)
-    big = flags == 1
-    if not (big | (flags == 0)).all():
-        return None  # sub-databases, duplicates: not records
-    inline_end = key_at + key_len + np.where(big, 8, value_len)
-    if (inline_end > page_at + psize).any():
-        return None
+    if (good & (flags == F_SUBDATA) & (value_len == DB.size)).any():
+        return None  # a named sub-database: LMDB's own record, for the cursor reader to report
+    big = good & (flags == 1)
+    good &= big | (flags == 0)
+    good &= key_at + key_len + np.where(big, 8, value_len) <= page_at + psize
+    big &= good
     overflow = _u48(view, np.where(big, key_at + key_len, 0))
     past = big & ((overflow < 2) | (overflow * psize + HEADER + value_len > size))
     head = np.where(big & ~past, overflow * psize, 0)
     wrong = big & ~past & ((_u48(view, head) != overflow) | ((_u16(view, head + 10) & ~TRANSIENT) != P_OVERFLOW))
-    damaged = np.where(past, PAST_THE_END, np.where(wrong, NOT_OVERFLOW, 0))
-    value_at = np.where(big & (damaged == 0), overflow * psize + HEADER, np.where(big, 0, key_at + key_len))
+    damaged = np.where(~good, BAD_NODE, np.where(past, PAST_THE_END, np.where(wrong, NOT_OVERFLOW, 0)))
+    value_at = np.where(big & (damaged == 0), overflow * psize + HEADER, np.where(good & ~big, key_at + key_len, 0))
+    key_len = np.where(good, key_len, 0)
     return Records(key_at, key_len, value_at, np.where(damaged, 0, value_len), damaged)

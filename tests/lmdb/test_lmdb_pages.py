@@ -121,3 +121,15 @@ def test_a_bad_overflow_page_costs_only_its_record(make_env: EnvMaker) -> None:
     assert "overflow page" in (r004.locations[0].detail or "")
     assert report.summary.items_scanned == 400
     assert report.labels[0].total == 399
+
+
+def test_a_damaged_node_costs_only_its_record(make_env: EnvMaker) -> None:
+    path = make_env([(key(i), datum(shape=(3, 32, 32), label=i % 5, seed=i)) for i in range(400)])
+    node = node_of((path / "data.mdb").read_bytes(), key(250).encode())
+    patch(path / "data.mdb", node + 6, b"\xff\xff")  # the key size: far past the page
+    report = run_scan(path)
+    r004 = finding(report, "R004")
+    assert [(loc.key, loc.index) for loc in r004.locations] == [(None, 250)]
+    assert "node in the leaf page is damaged" in (r004.locations[0].detail or "")
+    assert "it follows key 00000249" in (r004.locations[0].detail or "")
+    assert report.summary.items_scanned == 400 and report.labels[0].total == 399

@@ -3,15 +3,18 @@
 The environment is a folder holding ``data.mdb``, or the ``data.mdb`` file itself. It is opened read-only
 and without a lock file: a scan leaves every byte, size and time stamp of the dataset as it was.
 
-Planning walks the keys (never the values) in a child process (``lmdb_walk``) and cuts them into ranges of
-an equal number of records; a walk that a damaged page stops or kills plans what it reached, walks back from
-the last key to reach the tail, and reports the part in between as ``lmdb-corrupt``. The value decoder is
-``--decoder`` or detected from a sample of values.
+Planning reads the B-tree's pages (``lmdb_pages``): every leaf's record count and first and last key, cut
+into ranges of an equal number of records, without touching a value. When the file is not one that reader
+fully understands, the keys are walked with LMDB in a child process instead (``lmdb_walk``); a walk that a
+damaged page stops or kills plans what it reached, walks back from the last key to reach the tail, and
+reports the part in between as ``lmdb-corrupt``. The value decoder is ``--decoder`` or detected from a sample
+of values.
 
-Reading a shard iterates its key range with ``buffers=True`` (values are views of the map, no copies).
-Caffe Datums that look like the records before them are recognised by a few byte comparisons (see
-``records.datum.Layout``); everything else is parsed in full with the protobuf class. Keys are not kept per
-record: the few locations a finding needs are looked up afterwards by position (``_Keys``).
+Reading a Datum shard planned from the pages locates its records in the mapped file and judges them a block
+at a time with numpy (``_DatumReader.run_direct``): records laid out like the ones before them (see
+``records.datum.Layout``) are recognised by byte comparisons, everything else is parsed in full with the
+protobuf class. Other shards go through LMDB's cursor with ``buffers=True`` (values are views of the map).
+Keys are not kept per record: the few locations a finding needs are looked up afterwards by position.
 """
 
 from __future__ import annotations

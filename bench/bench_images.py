@@ -8,8 +8,9 @@ Then times, interleaved, after reading every file once (page cache):
 - baseline: one fresh Python process that opens and loads every file with Pillow (catching its errors);
 - ``dscan scan FOLDER --format json`` as a whole process, with ``-j1`` and ``-j2``.
 
-Prints images/s, the ratio to the baseline (medians of ``--repeat`` runs) and the share of the damaged
-files that dscan reports (as empty-file, not-an-image, corrupt-image or corrupt-image-data), which must be
+Every file is read once right before each timed run, so both sides read from the page cache. Prints
+images/s, the ratio to the baseline (medians of ``--repeat`` runs) and the share of the damaged files that
+dscan reports (as empty-file, not-an-image, corrupt-image or corrupt-image-data), which must be
 100%. The machine is shared: quote ratios, not absolute figures.
 
     python bench/bench_images.py                       # 2,000 JPEGs + 200 PNGs, 3 repeats
@@ -250,8 +251,12 @@ def main() -> None:
         listing = root.parent / "files.txt"
         listing.write_text("\n".join(str(p) for p in files))
         total_bytes = sum(p.stat().st_size for p in files)
-        for p in files:  # into the page cache
-            p.read_bytes()
+
+        def warm() -> None:  # into the page cache, before every timed run (proactive reclaim evicts it)
+            for p in files:
+                p.read_bytes()
+
+        warm()
         print(
             f"dataset: {len(files):,} files ({args.jpegs:,} JPEG, {args.pngs:,} PNG, {len(truth)} damaged), "
             f"{total_bytes / 1e6:.0f} MB, ready in {time.perf_counter() - t0:.0f} s; {os.cpu_count()} CPUs"
@@ -272,8 +277,10 @@ def main() -> None:
         }
         last = ""
         for _ in range(args.repeat):
+            warm()
             runs["baseline"].append(timed([sys.executable, "-c", BASELINE, str(listing)])[0])
             for jobs in ("-j1", "-j2"):
+                warm()
                 elapsed, last = timed([*dscan, jobs])
                 runs[jobs].append(elapsed)
             runs["start-base"].append(

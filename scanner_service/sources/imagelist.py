@@ -140,9 +140,8 @@ class ImageListSource(ImageFilesSource):
             try:
                 st = target.stat()
             except FileNotFoundError:
-                partial.add(
-                    "S004", Location(path=self.list_name, line=line, detail=f"{entry} does not exist")
-                )
+                missing = Location(path=self.list_name, line=line, detail=f"{entry} does not exist")
+                partial.add("S004", missing)
                 continue
             except OSError as exc:
                 partial.add("S001", Location(path=entry, line=line, detail=exc.strerror or str(exc)))

@@ -211,8 +211,16 @@ def found_at(report: dict[str, Any], seeded: dict[str, int]) -> dict[str, bool]:
 
 
 def measure(name: str, path: Path, records: int, seeded: dict[str, int], repeat: int, workers: list[int]) -> None:
-    warm(path)
-    base_runs = [run([sys.executable, "-c", BASELINE, str(path)], ok=(0,)) for _ in range(repeat)]
+    """Baseline and dscan runs interleaved (so a burst of load elsewhere hits all alike), each after a warm-up read
+    of the file (this machine's page cache evicts cold pages within minutes)."""
+    base_runs: list[tuple[float, int, str, float]] = []
+    dscan_runs: dict[int, list[tuple[float, int, str, float]]] = {j: [] for j in workers}
+    for _ in range(repeat):
+        warm(path)
+        base_runs.append(run([sys.executable, "-c", BASELINE, str(path)], ok=(0,)))
+        for j in workers:
+            warm(path)
+            dscan_runs[j].append(run(dscan(path, j)))
     base_wall = statistics.median(r[0] for r in base_runs)
     n, loop, _bad = base_runs[0][2].split()
     assert int(n) == records, (n, records)
@@ -225,7 +233,7 @@ def measure(name: str, path: Path, records: int, seeded: dict[str, int], repeat:
         f"records/s), RssAnon {statistics.median(r[1] for r in base_runs) / 1024:.0f} MB"
     )
     for j in workers:
-        runs = [run(dscan(path, j)) for _ in range(repeat)]
+        runs = dscan_runs[j]
         wall = statistics.median(r[0] for r in runs)
         cpu = statistics.median(r[3] for r in runs)
         peak = max(r[1] for r in runs)

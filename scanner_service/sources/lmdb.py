@@ -23,6 +23,7 @@ import contextlib
 import itertools
 import math
 import mmap
+import os
 from bisect import bisect_right
 from collections.abc import Generator, Iterator
 from itertools import islice
@@ -39,7 +40,7 @@ from ..partial import Partial
 from ..records import PICKLE, Decoder, RecordTally, parse_decoder
 from ..statistics import channel_layout
 from .base import Plan, Shard, Source, SourceInfo
-from .lmdb_pages import BAD_NODE, DAMAGE, Records, cut, leaf_records, read_tree
+from .lmdb_pages import BAD_NODE, DAMAGE, Records, check_overflow, cut, leaf_records, read_leaves, read_tree
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 
 DATA_FILE = "data.mdb"
@@ -545,6 +546,12 @@ class _Reader:
             return self.failure("R005", pos, key, detail, value)
         return self.failure("R001", pos, key, f"{why} ({len(value)} bytes)", value)
 
+    def uncount_shape(self, shape: str, pos: int) -> None:
+        """Take back a record counted under ``shape`` (found not to be a record of it after all)."""
+        self.shapes[shape] = self.shapes.get(shape, 0) - 1
+        kept = self.samples.get(shape, [])
+        self.samples[shape] = [loc for loc in kept if loc.index != pos]
+
     def count_shape(self, shape: str, pos: int, key: bytes | memoryview | None, n: int = 1) -> None:
         self.shapes[shape] = self.shapes.get(shape, 0) + n
         if self.sampled.get(shape, 0) < self.cap:
@@ -843,32 +850,34 @@ class _DatumReader(_Reader):
         pages = self.pages
         assert pages is not None
         at, length, damaged = pages.records.value_at, pages.records.value_len, pages.records.damaged
-        n = len(pages.records)
-        i = 0
-        while i < n:
-            layout = self.layout
-            if layout is None:
-                yield from self._one(i)
-                i += 1
-                continue
-            j = min(n, i + max(1, BLOCK_RECORDS - len(self.labels)))
-            match = _match_raw if layout.kind == self.datum.RAW else _match_floats
-            ok, labels, starts = match(pages.view, at[i:j], length[i:j], layout)
-            ok &= damaged[i:j] == 0
-            done = i
-            for stop in [*(np.flatnonzero(~ok) + i).tolist(), j]:
-                if stop > done:
-                    yield from self._take(layout, done, stop, labels[done - i : stop - i], starts[done - i : stop - i])
-                if stop == j:
-                    done = j
-                    break
-                yield from self._one(stop)
-                done = stop + 1
-                if self.layout is not layout:
-                    break
-            i = done
-            if len(self.labels) >= BLOCK_RECORDS:
-                yield from self.flush(self.start + i)
+        for first, end in pages.windows():
+            i = first
+            while i < end:
+                layout = self.layout
+                if layout is None:
+                    yield from self._one(i)
+                    i += 1
+                    continue
+                j = min(end, i + max(1, BLOCK_RECORDS - len(self.labels)))
+                match = _match_raw if layout.kind == self.datum.RAW else _match_floats
+                ok, labels, starts = match(pages.view, at[i:j] - pages.base, length[i:j], layout)
+                ok &= damaged[i:j] == 0
+                done = i
+                for stop in [*(np.flatnonzero(~ok) + i).tolist(), j]:
+                    if stop > done:
+                        yield from self._take(
+                            layout, done, stop, labels[done - i : stop - i], starts[done - i : stop - i]
+                        )
+                    if stop == j:
+                        done = j
+                        break
+                    yield from self._one(stop)
+                    done = stop + 1
+                    if self.layout is not layout:
+                        break
+                i = done
+                if len(self.labels) >= BLOCK_RECORDS:
+                    yield from self.flush(self.start + i)
         yield from self.flush(self.end)
 
     def _one(self, offset: int) -> Iterator[Any]:
@@ -901,7 +910,7 @@ class _DatumReader(_Reader):
         assert pages is not None
         rows = self._rows(layout)
         size = layout.size
-        offsets = pages.records.value_at[a:b] + starts
+        offsets = pages.records.value_at[a:b] - pages.base + starts
         k = 0
         while k < b - a:
             row = rows.fill // size
@@ -1097,8 +1106,9 @@ class _FloatRows:
         positions = self.positions[:]
         self.positions.clear()  # in place: the reading loop appends to this very list
         self.fill = 0
-        good = (items["tag"] == self.reader.datum.TAG_FLOAT).all(axis=1)
-        if not good.all():
+        tags = self.grid[:n, ::5] == self.reader.datum.TAG_FLOAT  # every item's tag byte: one strided pass
+        if not tags.all():
+            good = tags.all(axis=1)
             yield from self._recheck(items, positions, np.flatnonzero(~good))
             positions = [p for p, ok in zip(positions, good.tolist(), strict=True) if ok]
             items = items[good]
@@ -1125,6 +1135,7 @@ class _FloatRows:
             try:
                 d = reader.datum.parse(value)
             except reader.datum.DatumError as exc:
+                reader.uncount_shape(layout.shape_text, pos)  # it was counted as a record of the layout's shape
                 yield reader.failure("R001", pos, None, f"{exc} ({len(value)} bytes)")
                 continue
             c, h, w = d.shape
@@ -1247,54 +1258,118 @@ class _ImageReader(_Reader):
 
 
 class _Pages:
-    """The data file mapped read-only, and the records of one shard's leaf pages located in it."""
+    """The records of one shard's leaf pages, and windows of the file holding their values.
 
-    def __init__(self, fh: Any, mapped: mmap.mmap, records: Records) -> None:
-        self.fh, self.mapped, self.records = fh, mapped, records
-        self.data = memoryview(mapped)
-        self.view: np.ndarray[Any, Any] = np.frombuffer(mapped, np.uint8)
+    Values are read with ``pread`` into a reused buffer a window (``WINDOW`` bytes) at a time, following the
+    file: cheaper than mapping every page, then unmapping it. When the values are not laid out in key order in
+    the file, the file is mapped read-only instead and read as one window.
+    """
+
+    WINDOW = 8 << 20
+
+    def __init__(self, fd: int, size: int, psize: int, leaves: np.ndarray[Any, Any], records: Records) -> None:
+        self.fd, self.size, self.psize, self.records = fd, size, psize, records
+        self.keys = memoryview(leaves.data)
+        self.buffer = bytearray()
+        self.mapped: mmap.mmap | None = None
+        self.view: np.ndarray[Any, Any] = np.empty(0, np.uint8)
+        self.data = memoryview(b"")
+        self.base = 0
 
     @classmethod
     def open(cls, path: Path, spec: dict[str, Any]) -> _Pages | None:
         """None when the pages are not what planning saw (then LMDB reads the shard)."""
         try:
-            fh = path.open("rb")
+            fd = os.open(path, os.O_RDONLY)
         except OSError:
             return None
         try:
-            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
-            fh.close()
-            return None
-        view = np.frombuffer(mapped, np.uint8)
-        records = leaf_records(view, int(spec["psize"]), spec["leaves"])
-        del view
-        if records is not None and len(records) == int(spec["count"]):
-            pages = cls(fh, mapped, records)
-            if pages.key(0) == _unhex(spec["first"]):
-                return pages
-            pages.close()
-            return None
-        mapped.close()
-        fh.close()
+            size, psize = os.fstat(fd).st_size, int(spec["psize"])
+            leaves = read_leaves(fd, psize, spec["leaves"])
+            records = leaf_records(leaves, psize, spec["leaves"], size) if leaves is not None else None
+            if leaves is not None and records is not None and len(records) == int(spec["count"]):
+                pages = cls(fd, size, psize, leaves, records)
+                if pages.key(0) == _unhex(spec["first"]):
+                    return pages
+        except OSError:
+            pass
+        os.close(fd)
         return None
 
     def key(self, offset: int) -> bytes | None:
         if self.records.damaged[offset] == BAD_NODE:
             return None
         at = int(self.records.key_at[offset])
-        return bytes(self.data[at : at + int(self.records.key_len[offset])])
+        return bytes(self.keys[at : at + int(self.records.key_len[offset])])
 
     def value(self, offset: int) -> memoryview:
-        at = int(self.records.value_at[offset])
+        at = int(self.records.value_at[offset]) - self.base
         return self.data[at : at + int(self.records.value_len[offset])]
 
+    def windows(self) -> Iterator[tuple[int, int]]:
+        """Successive (i, j): the values of records i..j-1 are in ``view`` (file offset ``base``) meanwhile.
+
+        Values mostly follow key order in the file (an environment written in key order), with a jump back
+        where a later transaction reused freed pages: each run in file order is read a window at a time.
+        Values scattered all over the file are read from a mapping of the whole file instead.
+        """
+        rec = self.records
+        n = len(rec)
+        need = rec.damaged == 0
+        wanted = np.flatnonzero(need)
+        if not wanted.size:
+            yield 0, n
+            return
+        low = rec.value_at // self.psize * self.psize  # the value's page (an overflow page's header included)
+        top = np.where(need, rec.value_at + rec.value_len, 0)
+        backs = wanted[1:][np.diff(low[wanted]) < 0]
+        if backs.size * 16 > wanted.size:
+            self._map()
+            check_overflow(rec, self.view, 0, self.psize, 0, n)
+            yield 0, n
+            return
+        edges = [0, *backs.tolist(), n]
+        for first, end in itertools.pairwise(edges):
+            high = np.maximum.accumulate(top[first:end])
+            i = first
+            while i < end:
+                at = int(np.searchsorted(wanted, i))
+                if at == wanted.size or wanted[at] >= end:
+                    yield i, end
+                    break
+                lead = int(wanted[at])
+                start = int(low[lead])
+                j = first + int(np.searchsorted(high, start + self.WINDOW, side="right"))
+                j = min(end, max(lead + 1, j))
+                self._read(start, int(high[j - 1 - first]))
+                check_overflow(rec, self.view, start, self.psize, i, j)
+                yield i, j
+                i = j
+
+    def _read(self, start: int, end: int) -> None:
+        if end - start > len(self.buffer):
+            self.data.release()
+            self.buffer = _buffer("window", max(end - start, self.WINDOW))
+        self.data = memoryview(self.buffer)
+        got = os.preadv(self.fd, [self.data[: end - start]], start)
+        if got < end - start:  # the file shrank since planning
+            raise OSError(f"{end - start - got} bytes missing at offset {start + got}")
+        self.view = np.frombuffer(self.buffer, np.uint8, count=end - start)
+        self.base = start
+
+    def _map(self) -> None:
+        self.mapped = mmap.mmap(self.fd, 0, access=mmap.ACCESS_READ)
+        self.view = np.frombuffer(self.mapped, np.uint8)
+        self.data = memoryview(self.mapped)
+        self.base = 0
+
     def close(self) -> None:
-        del self.view
+        self.view = np.empty(0, np.uint8)
         with contextlib.suppress(BufferError):  # a view of it still alive somewhere: the collector unmaps it
             self.data.release()
-            self.mapped.close()
-        self.fh.close()
+            if self.mapped is not None:
+                self.mapped.close()
+        os.close(self.fd)
 
 
 def _match_raw(

@@ -199,14 +199,16 @@ def cut(leaves: list[Leaf], per: int) -> list[tuple[tuple[int, int, bytes, bytes
 
 @dataclass(slots=True)
 class Records:
-    """Where the keys and values of a run of leaves are in the file, in key order (byte offsets)."""
+    """The records of a run of leaf pages: keys (offsets into the leaf pages read) and values (file offsets)."""
 
     key_at: np.ndarray[Any, Any]
     key_len: np.ndarray[Any, Any]
     value_at: np.ndarray[Any, Any]
     value_len: np.ndarray[Any, Any]
+    overflow: np.ndarray[Any, Any]
+    """The first overflow page of each value (0 for values stored in the leaf)."""
     damaged: np.ndarray[Any, Any]
-    """Per record: 0, or why its value cannot be where its node says (PAST_THE_END, NOT_OVERFLOW)."""
+    """Per record: 0, or why its value cannot be read (BAD_NODE, PAST_THE_END, NOT_OVERFLOW)."""
 
     def __len__(self) -> int:
         return int(self.key_at.size)
@@ -224,23 +226,33 @@ def _u48(view: np.ndarray[Any, Any], at: np.ndarray[Any, Any]) -> np.ndarray[Any
     return out
 
 
-def leaf_records(view: np.ndarray[Any, Any], psize: int, pgnos: list[int]) -> Records | None:
-    """The records of these leaf pages, located with vectorised reads of ``view`` (the whole file as bytes).
+def read_leaves(fd: int, psize: int, pgnos: list[int]) -> np.ndarray[Any, Any] | None:
+    """The leaf pages, read one after the other into one buffer (None when the file is shorter)."""
+    buf = bytearray(len(pgnos) * psize)
+    view = memoryview(buf)
+    for i, pgno in enumerate(pgnos):
+        if os.preadv(fd, [view[i * psize : (i + 1) * psize]], pgno * psize) != psize:
+            return None
+    return np.frombuffer(buf, np.uint8)
 
-    Every page header, node and overflow page is checked (page numbers, flags, bounds). A damaged page header
-    or a named sub-database gives None (the caller reads the shard through LMDB instead); a damaged node or
-    value location marks that record alone (``damaged``).
+
+def leaf_records(leaves: np.ndarray[Any, Any], psize: int, pgnos: list[int], size: int) -> Records | None:
+    """The records of these leaf pages (``leaves``: their bytes, one page after the other), vectorised.
+
+    Every page header and node is checked (page numbers, flags, bounds). A damaged page header or a named
+    sub-database gives None (the caller reads the shard through LMDB instead); a damaged node, or a value that
+    would run past the end of the file (``size`` bytes), marks that record alone (``damaged``). Overflow page
+    headers are checked later, by ``check_overflow``, when the values are read.
     """
-    size = view.size
     pages = np.asarray(pgnos, np.int64)
     if pages.size == 0 or pages.min() < 2 or (pages.max() + 1) * psize > size:
         return None
-    base = pages * psize
-    if not (_u48(view, base) == pages).all() or not (_u16(view, base + 6) == 0).all():
+    base = np.arange(pages.size, dtype=np.int64) * psize
+    if not (_u48(leaves, base) == pages).all() or not (_u16(leaves, base + 6) == 0).all():
         return None  # the page number the page's header gives (8 bytes) is its own
-    if not ((_u16(view, base + 10) & ~TRANSIENT) == P_LEAF).all():
+    if not ((_u16(leaves, base + 10) & ~TRANSIENT) == P_LEAF).all():
         return None
-    lower, upper = _u16(view, base + 12), _u16(view, base + 14)
+    lower, upper = _u16(leaves, base + 12), _u16(leaves, base + 14)
     if ((lower < HEADER + 2) | (lower > upper) | (upper > psize) | (lower & 1).astype(bool)).any():
         return None
     counts = (lower - HEADER) >> 1
@@ -248,25 +260,41 @@ def leaf_records(view: np.ndarray[Any, Any], psize: int, pgnos: list[int]) -> Re
     leaf = np.repeat(np.arange(pages.size), counts)
     index = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     page_at = base[leaf]
-    offset = _u16(view, page_at + HEADER + 2 * index)
+    offset = _u16(leaves, page_at + HEADER + 2 * index)
     good = (offset >= upper[leaf]) & (offset + 8 <= psize)
     node = page_at + np.where(good, offset, psize - 8)  # bad nodes are read harmlessly, then ignored
-    key_len = _u16(view, node + 6)
+    key_len = _u16(leaves, node + 6)
     key_at = node + 8
     good &= key_at + key_len <= page_at + psize
-    flags = _u16(view, node + 4)
-    value_len = _u16(view, node) | (_u16(view, node + 2) << 16)
+    flags = _u16(leaves, node + 4)
+    value_len = _u16(leaves, node) | (_u16(leaves, node + 2) << 16)
     if (good & (flags == F_SUBDATA) & (value_len == DB.size)).any():
         return None  # a named sub-database: LMDB's own record, for the cursor reader to report
     big = good & (flags == 1)
     good &= big | (flags == 0)
     good &= key_at + key_len + np.where(big, 8, value_len) <= page_at + psize
     big &= good
-    overflow = _u48(view, np.where(big, key_at + key_len, 0))
+    overflow = np.where(big, _u48(leaves, np.where(big, key_at + key_len, 0)), 0)
     past = big & ((overflow < 2) | (overflow * psize + HEADER + value_len > size))
-    head = np.where(big & ~past, overflow * psize, 0)
-    wrong = big & ~past & ((_u48(view, head) != overflow) | ((_u16(view, head + 10) & ~TRANSIENT) != P_OVERFLOW))
-    damaged = np.where(~good, BAD_NODE, np.where(past, PAST_THE_END, np.where(wrong, NOT_OVERFLOW, 0)))
-    value_at = np.where(big & (damaged == 0), overflow * psize + HEADER, np.where(good & ~big, key_at + key_len, 0))
-    key_len = np.where(good, key_len, 0)
-    return Records(key_at, key_len, value_at, np.where(damaged, 0, value_len), damaged)
+    damaged = np.where(~good, BAD_NODE, np.where(past, PAST_THE_END, 0))
+    inline_at = pages[leaf] * psize + (key_at + key_len - page_at)  # file offset of a value kept in the leaf
+    value_at = np.where(damaged != 0, 0, np.where(big, overflow * psize + HEADER, inline_at))
+    return Records(
+        key_at,
+        np.where(good, key_len, 0),
+        value_at,
+        np.where(damaged != 0, 0, value_len),
+        np.where(damaged != 0, 0, overflow),
+        damaged,
+    )
+
+
+def check_overflow(records: Records, window: np.ndarray[Any, Any], base: int, psize: int, i: int, j: int) -> None:
+    """Mark records i..j whose overflow page (read into ``window``, at file offset ``base``) is not that page."""
+    overflow = records.overflow[i:j]
+    big = np.flatnonzero((overflow != 0) & (records.damaged[i:j] == 0))
+    if not big.size:
+        return
+    head = overflow[big] * psize - base
+    wrong = (_u48(window, head) != overflow[big]) | ((_u16(window, head + 10) & ~TRANSIENT) != P_OVERFLOW)
+    records.damaged[i + big[wrong]] = NOT_OVERFLOW

@@ -12,6 +12,7 @@ import pytest
 from scanner_service import ScanConfig, plan
 from scanner_service.engine import scan_shard
 from scanner_service.partial import Partial, merge
+from scanner_service.sources.lmdb import _Pages
 from scanner_service.sources.lmdb_pages import read_tree
 from tests.conftest import finding, run_scan
 from tests.lmdb.conftest import P_LEAF, datum, jpeg, key, node_of, page_flags, page_size, patch
@@ -46,6 +47,9 @@ def float_records() -> list[tuple[str, bytes]]:
             values[1, 2, 3] = np.nan
         records.append((key(i), datum(shape=(2, 5, 5), floats=values, label=int(rng.integers(0, 300)))))
     records[20] = (key(20), datum(shape=(2, 5, 5), floats=np.zeros(49), label=1))
+    forged = bytearray(datum(shape=(2, 5, 5), floats=np.ones(50), label=1))
+    forged[len(forged) - 5 * 10] = 0x3D  # one float's tag byte: same length, no longer a float_data field
+    records[30] = (key(30), bytes(forged))
     return records
 
 
@@ -61,13 +65,40 @@ def by_both_paths(path: Path, **options: object) -> tuple[Partial, Partial]:
     return merge(direct), merge(cursor)
 
 
-@pytest.mark.parametrize("records", [mixed_records, float_records], ids=["raw", "floats"])
-def test_pages_and_cursor_read_the_same(make_env: EnvMaker, records: Callable[[], list[tuple[str, bytes]]]) -> None:
+def shuffled(records: Callable[[], list[tuple[str, bytes]]]) -> Callable[[], list[tuple[str, bytes]]]:
+    """The same records written in random key order: their values are not in key order in the file."""
+
+    def make() -> list[tuple[str, bytes]]:
+        items = records()
+        np.random.default_rng(0).shuffle(items)  # type: ignore[arg-type]
+        return items
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("records", "window"),
+    [
+        (mixed_records, 8 << 20),
+        (float_records, 8 << 20),
+        (mixed_records, 1 << 16),
+        (float_records, 1 << 13),
+        (shuffled(mixed_records), 8 << 20),
+        (shuffled(float_records), 8 << 20),
+    ],
+    ids=["raw", "floats", "raw-small-windows", "floats-small-windows", "raw-shuffled", "floats-shuffled"],
+)
+def test_pages_and_cursor_read_the_same(
+    make_env: EnvMaker, records: Callable[[], list[tuple[str, bytes]]], window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_Pages, "WINDOW", window)
     direct, cursor = by_both_paths(make_env(records()), max_locations=50)
     assert direct.items == cursor.items == len(records())
     assert direct.findings.keys() == cursor.findings.keys()
     for code, tally in direct.findings.items():
         assert (tally.count, tally.locations) == (cursor.findings[code].count, cursor.findings[code].locations), code
+    if records in (float_records,):
+        assert [loc.key for loc in direct.findings["R001"].locations] == [key(30)]
     assert direct.labels["label"].histogram == cursor.labels["label"].histogram
     assert direct.labels["label"].runs == cursor.labels["label"].runs
     assert direct.counters == cursor.counters

@@ -40,7 +40,17 @@ from ..partial import Partial
 from ..records import PICKLE, Decoder, RecordTally, parse_decoder
 from ..statistics import channel_layout
 from .base import Plan, Shard, Source, SourceInfo
-from .lmdb_pages import BAD_NODE, DAMAGE, Records, check_overflow, cut, leaf_records, read_leaves, read_tree
+from .lmdb_pages import (
+    BAD_NODE,
+    DAMAGE,
+    Records,
+    check_overflow,
+    cut,
+    leaf_records,
+    read_leaves,
+    read_tree,
+    sample_values,
+)
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 
 DATA_FILE = "data.mdb"
@@ -151,6 +161,8 @@ class LmdbSource(Source):
         if planner.walked == 0 and entries == 0 and forward.failure is None:
             partial.add("S006", Location(path=rel, detail="the LMDB environment holds no records"))
         planner.report(partial)
+        if chosen is None and tree is not None and tree.entries:
+            forward.sample = sample_values(self.data_file, tree, SAMPLE) or []
         if chosen is None and planner.walked and not forward.sample:
             keys = [first for _pos, _n, first, _last in planner.head + planner.tail]
             again = walk(self.path, self.subdir, Job(walk=False, sample=SAMPLE, sample_keys=keys))

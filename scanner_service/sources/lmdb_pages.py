@@ -298,3 +298,49 @@ def check_overflow(records: Records, window: np.ndarray[Any, Any], base: int, ps
     head = overflow[big] * psize - base
     wrong = (_u48(window, head) != overflow[big]) | ((_u16(window, head + 10) & ~TRANSIENT) != P_OVERFLOW)
     records.damaged[i + big[wrong]] = NOT_OVERFLOW
+
+
+def sample_values(path: Path, tree: Tree, count: int, limit: int = 16 << 20) -> list[bytes] | None:
+    """About ``count`` values, half from the first records and half spread over the leaves, read with pread.
+
+    None when a page or value is not what the tree says (the caller samples through LMDB instead).
+    """
+    if not tree.leaves:
+        return []
+    step = max(1, len(tree.leaves) // max(1, count // 2))
+    chosen = [tree.leaves[0], *tree.leaves[1::step][: count // 2]]
+    values: list[bytes] = []
+    try:
+        with path.open("rb") as fh:
+            fd = fh.fileno()
+            size = os.fstat(fd).st_size
+            pgnos = [leaf.pgno for leaf in chosen]
+            leaves = read_leaves(fd, tree.psize, pgnos)
+            if leaves is None:
+                return None
+            records = leaf_records(leaves, tree.psize, pgnos, size)
+            if records is None:
+                return None
+            ends = np.cumsum([leaf.count for leaf in chosen])
+            picks = list(range(min(len(records), (count + 1) // 2)))
+            picks += [int(e) for e in (ends[:-1])][: count // 2]  # the first record of each spread leaf
+            total = 0
+            for i in sorted(set(picks)):
+                if records.damaged[i]:
+                    continue
+                at, length = int(records.value_at[i]), int(records.value_len[i])
+                if total + length > limit:
+                    break
+                data = os.pread(fd, length, at)
+                if len(data) != length:
+                    return None
+                if records.overflow[i]:
+                    head = os.pread(fd, HEADER, at - HEADER)
+                    number, _pad, flags = struct.unpack_from("<QHH", head)
+                    if number != records.overflow[i] or (flags & ~TRANSIENT) != P_OVERFLOW:
+                        return None
+                values.append(data)
+                total += length
+    except OSError:
+        return None
+    return values

@@ -12,8 +12,8 @@ import pytest
 from scanner_service import ScanConfig, plan
 from scanner_service.engine import scan_shard
 from scanner_service.partial import Partial, merge
-from scanner_service.sources.lmdb import _Pages
 from scanner_service.sources.lmdb_pages import read_tree
+from scanner_service.sources.lmdb_read import _Pages
 from tests.conftest import finding, run_scan
 from tests.lmdb.conftest import P_LEAF, datum, jpeg, key, node_of, page_flags, page_size, patch
 

@@ -16,8 +16,10 @@ then times, for each, as whole processes started from here:
 Prints records/s (whole process), the ratio to the baseline (targets: >= 0.8 with 1 worker, >= 1.5 with 2),
 the peak private memory of the dscan process tree (RssAnon summed over the processes, sampled every 20 ms;
 the mapped file's pages are page cache, not counted), the same on an environment a tenth the size (memory must
-not grow with the record count), and whether every seeded defect was found at its key. Each environment is
-read once beforehand so every run reads from the page cache; measurements are medians of --repeat runs.
+not grow with the record count), and whether every seeded defect was found at its key. The environment is
+read right before every run (this machine's page cache drops cold pages within minutes) so every run reads
+from the page cache; baseline and dscan runs are interleaved, and figures are medians of --repeat runs. Both
+sides run with bytecode caches, as installed software does (PYTHONDONTWRITEBYTECODE is dropped).
 
     python bench/bench_lmdb.py                               # the default: 1,000,000 + 200,000 records
     python bench/bench_lmdb.py --records 100000 --float-records 20000 --repeat 1     # a quick look

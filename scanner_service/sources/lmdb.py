@@ -206,8 +206,9 @@ class LmdbSource(Source):
             return []
         pieces = []
         prev = spec.get("prev")
+        whole = {k: v for k, v in spec.items() if k not in ("leaves", "psize")}  # halves are read through LMDB
         for offset, n, first, last in found.ranges:
-            piece = dict(spec, first=first.hex(), last=last.hex(), prev=prev, start=spec["start"] + offset, count=n)
+            piece = dict(whole, first=first.hex(), last=last.hex(), prev=prev, start=spec["start"] + offset, count=n)
             pieces.append(Shard(id=shard.id, items=n, bytes=shard.bytes * n // count, spec=piece))
             prev = last.hex()
         return pieces

@@ -235,6 +235,11 @@ class LmdbSource(Source):
             if pages is not None:
                 try:
                     yield from _DatumReader(self, None, spec, decoder, pages).run_direct()
+                except OSError as exc:  # the file changed under the scan (truncated, removed)
+                    detail = f"reading the range of {spec['count']:,} records from this key failed: {exc}"
+                    yield ReadFailure(
+                        "R004", Location(path=spec["file"], key=key_text(unhex(spec["first"])), detail=detail)
+                    )
                 finally:
                     pages.close()
                 return

@@ -725,14 +725,22 @@ _BUFFERS: dict[tuple[str, int], bytearray] = {}
 
 
 def _buffer(name: str, size: int) -> bytearray:
-    """A process-wide reusable buffer of at least ``size`` bytes (items never outlive their shard's reading)."""
+    """A process-wide reusable buffer of ``size`` bytes (items never outlive their shard's reading).
+
+    Only buffers up to ``KEEP_BUFFER`` bytes are kept: a huge record's buffer is its own.
+    """
+    if size > KEEP_BUFFER:
+        return bytearray(size)
     key = (name, size)
     found = _BUFFERS.get(key)
     if found is None:
-        if len(_BUFFERS) > 16:
+        if len(_BUFFERS) >= 8:
             _BUFFERS.clear()
         found = _BUFFERS[key] = bytearray(size)
     return found
+
+
+KEEP_BUFFER = 16 << 20
 
 
 class _FloatRows:

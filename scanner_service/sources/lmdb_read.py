@@ -1031,50 +1031,63 @@ class _Pages:
         os.close(self.fd)
 
 
+Match = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]
+
+
+def _gather(view: np.ndarray[Any, Any], ok: np.ndarray[Any, Any], at: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``view[at]`` where ``ok``, and a harmless byte elsewhere (rows already ruled out are never read past)."""
+    out: np.ndarray[Any, Any] = view[np.where(ok, at, 0)].astype(np.int64)
+    return out
+
+
 def _match_raw(
     view: np.ndarray[Any, Any], at: np.ndarray[Any, Any], length: np.ndarray[Any, Any], layout: Any
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+) -> Match:
     """Which raw records are exactly ``head`` + pixels + (label, maybe ``encoded: false``), and their labels."""
     head = np.frombuffer(layout.head, np.uint8)
     body = head.size + layout.size
-    ok = length >= body + 2
-    base = np.where(ok, at, 0)
-    ok &= (view[base[:, None] + np.arange(head.size)] == head).all(axis=1)
-    tag = base + body
+    ok = (length >= body + 2) & (at >= 0) & (at + length <= view.size)
+    if not ok.any():
+        return ok, np.zeros(at.shape, np.int64), np.zeros(at.shape, np.int64)
+    rows = np.where(ok[:, None], at[:, None] + np.arange(head.size), 0)
+    ok &= (view[rows] == head).all(axis=1)
+    tag = at + body
     tail = length - body
-    ok &= view[tag] == 0x28
-    b1 = view[tag + 1].astype(np.int64)
+    ok &= _gather(view, ok, tag) == 0x28
+    b1 = _gather(view, ok, tag + 1)
     one = b1 < 0x80
-    b2 = view[np.where(~one & (tail >= 3), tag + 2, tag)].astype(np.int64)
+    b2 = _gather(view, ok & ~one & (tail >= 3), tag + 2)
     ok &= one | ((tail >= 3) & (b2 < 0x80))
     labels = np.where(one, b1, (b1 & 0x7F) | (b2 << 7))
     used = np.where(one, 2, 3)
     rest = tail - used
-    more = np.where(rest == 2, tag + used, tag)
-    ok &= (rest == 0) | ((rest == 2) & (view[more] == 0x38) & (view[more + 1] == 0))
+    more = ok & (rest == 2)
+    ok &= (rest == 0) | (more & (_gather(view, more, tag + used) == 0x38) & (_gather(view, more, tag + used + 1) == 0))
     return ok, labels, used
 
 
 def _match_floats(
     view: np.ndarray[Any, Any], at: np.ndarray[Any, Any], length: np.ndarray[Any, Any], layout: Any
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+) -> Match:
     """Which float records are ``head`` + label + unpacked floats + ``tail``; their labels and float offsets."""
     head = np.frombuffer(layout.head, np.uint8)
-    ok = length >= head.size + 3
-    base = np.where(ok, at, 0)
-    ok &= (view[base[:, None] + np.arange(head.size)] == head).all(axis=1)
-    tag = base + head.size
-    ok &= view[tag] == 0x28
-    b1 = view[tag + 1].astype(np.int64)
-    b2 = view[tag + 2].astype(np.int64)
+    ok = (length >= head.size + 3) & (at >= 0) & (at + length <= view.size)
+    if not ok.any():
+        return ok, np.zeros(at.shape, np.int64), np.zeros(at.shape, np.int64)
+    rows = np.where(ok[:, None], at[:, None] + np.arange(head.size), 0)
+    ok &= (view[rows] == head).all(axis=1)
+    tag = at + head.size
+    ok &= _gather(view, ok, tag) == 0x28
+    b1 = _gather(view, ok, tag + 1)
+    b2 = _gather(view, ok, tag + 2)
     one = b1 < 0x80
     ok &= one | (b2 < 0x80)
     labels = np.where(one, b1, (b1 & 0x7F) | (b2 << 7))
     starts = np.where(one, head.size + 2, head.size + 3)
     ok &= length == starts + layout.size + len(layout.tail)
     if layout.tail:
-        end = np.where(ok, base + length, 2)
-        ok &= (view[end - 2] == 0x38) & (view[end - 1] == 0)
+        end = at + length
+        ok &= (_gather(view, ok, end - 2) == 0x38) & (_gather(view, ok, end - 1) == 0)
     return ok, labels, starts
 
 

@@ -164,3 +164,15 @@ def test_a_damaged_node_costs_only_its_record(make_env: EnvMaker) -> None:
     assert "node in the leaf page is damaged" in (r004.locations[0].detail or "")
     assert "it follows key 00000249" in (r004.locations[0].detail or "")
     assert report.summary.items_scanned == 400 and report.labels[0].total == 399
+
+
+@pytest.mark.parametrize("window", [8 << 20, 1 << 16], ids=["windows", "values-larger-than-a-window"])
+def test_values_over_many_pages(make_env: EnvMaker, window: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_Pages, "WINDOW", window)
+    records = [(key(i), datum(shape=(3, 200, 200), label=i % 3, seed=i)) for i in range(60)]
+    records[41] = (key(41), datum(shape=(3, 200, 200), data=b"\x07" * 100_000, label=1))
+    direct, cursor = by_both_paths(make_env(records))
+    assert direct.items == cursor.items == 60
+    assert [loc.key for loc in direct.findings["R002"].locations] == [key(41)]
+    assert direct.findings.keys() == cursor.findings.keys() == {"R002"}
+    assert direct.labels["label"].histogram == cursor.labels["label"].histogram == {0: 20, 1: 21, 2: 19}

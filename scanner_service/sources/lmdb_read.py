@@ -487,7 +487,7 @@ class _DatumReader(_Reader):
         if self.float_rows is None or self.float_rows.layout is not layout:
             if self.float_rows is not None and self.float_rows.fill:
                 raise RuntimeError("float rows of another layout still pending")  # flushed before a switch
-            self.float_rows = _FloatRows(self, layout)
+            self.float_rows = _FloatRows(self, layout, direct=self.pages is not None)
         return self.float_rows
 
     # straight from the pages ---------------------------------------------------------------------
@@ -560,7 +560,7 @@ class _DatumReader(_Reader):
         pages = self.pages
         assert pages is not None
         rows = self._rows(layout)
-        size = layout.size
+        size, count, tag = layout.size, layout.count, self.datum.TAG_FLOAT
         offsets = pages.records.value_at[a:b] - pages.base + starts
         k = 0
         while k < b - a:
@@ -569,14 +569,29 @@ class _DatumReader(_Reader):
             chunk = offsets[k : k + take]
             steps = np.diff(chunk)
             even = take if not steps.size or (steps == steps[0]).all() else int(np.argmax(steps != steps[0])) + 1
-            stride = int(steps[0]) if steps.size else size
-            source = np.lib.stride_tricks.as_strided(
-                pages.view[int(chunk[0]) :], shape=(even, size), strides=(stride, 1), writeable=False
-            )
-            rows.grid[row : row + even] = source
-            rows.positions.extend(range(self.start + a + k, self.start + a + k + even))
-            self.labels.extend(labels[k : k + even].tolist())
-            rows.fill += even * size
+            stride, at = (int(steps[0]) if steps.size else size), int(chunk[0])
+            # records evenly spaced in the window: their tag bytes and their floats as strided views of it
+            tags = np.ndarray((even, count), np.uint8, buffer=pages.view, offset=at, strides=(stride, 5))
+            floats = np.ndarray((even, count), "<f4", buffer=pages.view, offset=at + 1, strides=(stride, 5))
+            first = self.start + a + k
+            run_labels = labels[k : k + even]
+            good = (tags == tag).all(axis=1) if not (tags == tag).all() else None
+            if good is None:
+                np.copyto(rows.out[row * count : (row + even) * count].reshape(even, count), floats)
+                rows.positions.extend(range(first, first + even))
+                self.labels.extend(run_labels.tolist())
+                rows.fill += even * size
+            else:
+                kept = int(good.sum())
+                np.copyto(rows.out[row * count : (row + kept) * count].reshape(kept, count), floats[good])
+                rows.positions.extend((first + np.flatnonzero(good)).tolist())
+                self.labels.extend(np.where(good, run_labels, NO_LABEL).tolist())
+                rows.fill += kept * size
+                for r in np.flatnonzero(~good).tolist():
+                    payload = np.lib.stride_tricks.as_strided(
+                        pages.view[at + r * stride :], shape=(size,), strides=(1,), writeable=False
+                    ).tobytes()
+                    yield rows.reject(first + r, int(run_labels[r]), payload)
             k += even
             if rows.fill >= rows.capacity:
                 yield from self.flush(self.start + a + k)
@@ -746,8 +761,10 @@ KEEP_BUFFER = 16 << 20
 class _FloatRows:
     """float_data payloads of one layout, copied as they are on the wire (tag byte + float) into a buffer."""
 
-    def __init__(self, reader: _DatumReader, layout: Any) -> None:
+    def __init__(self, reader: _DatumReader, layout: Any, direct: bool = False) -> None:
         self.reader, self.layout = reader, layout
+        self.direct = direct
+        """Rows go straight into ``out`` as floats (reading from the pages) instead of through ``buf``."""
         self.rows = max(1, reader.config.block_bytes // layout.size)
         self.capacity = self.rows * layout.size
         self.buf = _buffer("float rows", self.capacity)
@@ -765,6 +782,16 @@ class _FloatRows:
         positions = self.positions[:]
         self.positions.clear()  # in place: the reading loop appends to this very list
         self.fill = 0
+        if self.direct:  # converted (and checked) as they were taken from the file
+            data = self.out[: n * layout.count].reshape(n, layout.count)
+            yield NumericBlock(
+                meta=self.batch.meta,
+                data=data.reshape(n, *layout.shape),
+                offset=(0, 0, 0, 0),
+                locate=self.reader.locator(positions),
+                nbytes=data.nbytes,
+            )
+            return
         tags = self.grid[:n, ::5] == self.reader.datum.TAG_FLOAT  # every item's tag byte: one strided pass
         if not tags.all():
             good = tags.all(axis=1)
@@ -785,21 +812,22 @@ class _FloatRows:
 
     def _recheck(self, items: np.ndarray[Any, Any], positions: list[int], rows: np.ndarray[Any, Any]) -> Iterator[Any]:
         """Rows whose payload was not all float items: not this layout after all. Parse them in full."""
-        reader = self.reader
-        layout = self.layout
         for row in rows.tolist():
             pos = positions[row]
-            label = reader.drop_label(pos)
-            value = layout.head + bytes([5 << 3]) + _varint(label) + items[row].tobytes() + layout.tail
-            try:
-                d = reader.datum.parse(value)
-            except reader.datum.DatumError as exc:
-                reader.uncount_shape(layout.shape_text, pos)  # it was counted as a record of the layout's shape
-                yield reader.failure("R001", pos, None, f"{exc} ({len(value)} bytes)")
-                continue
-            c, h, w = d.shape
-            detail = f"float_data has {d.floats:,} values, but channels×height×width = {c}×{h}×{w} = {d.expected:,}"
-            yield reader.failure("R002", pos, None, detail)
+            yield self.reject(pos, self.reader.drop_label(pos), items[row].tobytes())
+
+    def reject(self, pos: int, label: int, payload: bytes) -> ReadFailure:
+        """The finding for a record that looked like this layout but whose payload holds more than floats."""
+        reader, layout = self.reader, self.layout
+        value = layout.head + bytes([5 << 3]) + _varint(label) + payload + layout.tail
+        try:
+            d = reader.datum.parse(value)
+        except reader.datum.DatumError as exc:
+            reader.uncount_shape(layout.shape_text, pos)  # it was counted as a record of the layout's shape
+            return reader.failure("R001", pos, None, f"{exc} ({len(value)} bytes)")
+        c, h, w = d.shape
+        detail = f"float_data has {d.floats:,} values, but channels×height×width = {c}×{h}×{w} = {d.expected:,}"
+        return reader.failure("R002", pos, None, detail)
 
 
 def _varint(value: int) -> bytes:

@@ -296,9 +296,7 @@ def main() -> None:
                 warm()
                 elapsed, last = timed([*dscan, jobs])
                 runs[jobs].append(elapsed)
-            runs["start-base"].append(
-                timed([sys.executable, "-c", BASELINE, str(root.parent / "one.txt")])[0]
-            )
+            runs["start-base"].append(timed([sys.executable, "-c", BASELINE, str(root.parent / "one.txt")])[0])
             runs["start-dscan"].append(timed([*dscan[:4], str(one), "-j1"])[0])
 
         base = statistics.median(runs["baseline"])

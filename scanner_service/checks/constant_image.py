@@ -27,6 +27,4 @@ CHECK = Check(
 
 def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
     if verdict.constant is not None and verdict.usable:
-        ctx.emit(
-            CHECK.code, detail(item, f"every pixel is {verdict.constant} ({verdict.width}×{verdict.height})")
-        )
+        ctx.emit(CHECK.code, detail(item, f"every pixel is {verdict.constant} ({verdict.width}×{verdict.height})"))

@@ -35,8 +35,7 @@ CHECK = Check(
     ),
     message="{count} corrupt image{s}",
     example=(
-        "A JPEG cut short by a failed copy: `truncated: no end-of-image marker (libjpeg: Premature end"
-        " of JPEG file)`."
+        "A JPEG cut short by a failed copy: `truncated: no end-of-image marker (libjpeg: Premature end of JPEG file)`."
     ),
 )
 

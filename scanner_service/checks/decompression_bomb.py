@@ -24,8 +24,7 @@ CHECK = Check(
         "this to take down data pipelines."
     ),
     fix=(
-        "Remove the file, or downscale it offline if it is a legitimate huge image; raise `max_pixels`"
-        " for such data."
+        "Remove the file, or downscale it offline if it is a legitimate huge image; raise `max_pixels` for such data."
     ),
     message="{count} image{s} declaring more pixels than allowed",
     options=("max_pixels",),

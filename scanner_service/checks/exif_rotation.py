@@ -31,7 +31,5 @@ CHECK = Check(
 
 def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
     if verdict.orientation in ORIENTATION_TEXT and verdict.usable:
-        text = (
-            f"EXIF orientation {verdict.orientation}: upright after {ORIENTATION_TEXT[verdict.orientation]}"
-        )
+        text = f"EXIF orientation {verdict.orientation}: upright after {ORIENTATION_TEXT[verdict.orientation]}"
         ctx.emit(CHECK.code, detail(item, text))

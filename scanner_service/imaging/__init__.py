@@ -114,9 +114,7 @@ def _describe_judge(judge_key: str, fmt: str) -> str:
         import isal
 
         return f"dscan PNG structure check (chunk CRCs; IDAT inflated with isal {isal.__version__})"
-    library = {"jpeg": "jpg", "tiff": "libtiff", "webp": "webp", "jpeg2000": "jpg_2000", "avif": "avif"}.get(
-        fmt
-    )
+    library = {"jpeg": "jpg", "tiff": "libtiff", "webp": "webp", "jpeg2000": "jpg_2000", "avif": "avif"}.get(fmt)
     version = features.version(library) if library else None
     names = {"jpg": "libjpeg-turbo", "jpg_2000": "openjpeg", "webp": "libwebp", "avif": "libavif"}
     suffix = f" ({names.get(library or '', library)} {version})" if library and version else ""

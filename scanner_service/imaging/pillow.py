@@ -160,9 +160,7 @@ def _container_end(data: Any, verdict: Verdict) -> None:
     if extra > 0:
         verdict.trailing = extra
         kind = sniff(data[end : end + 64])
-        verdict.trailing_what = (
-            f"another {kind.upper()} image (concatenated files?)" if kind else "unknown data"
-        )
+        verdict.trailing_what = f"another {kind.upper()} image (concatenated files?)" if kind else "unknown data"
 
 
 def constant_value(data: Any) -> str | None:

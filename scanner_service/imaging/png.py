@@ -152,9 +152,7 @@ def _ihdr(body: Any) -> _Header:
     if depth not in DEPTHS[colour]:
         raise PngError(f"IHDR: bit depth {depth} is invalid for {COLOUR_NAMES[colour]} images")
     if compression or filtering or interlace > 1:
-        raise PngError(
-            f"IHDR: unknown compression {compression}, filter {filtering} or interlace {interlace}"
-        )
+        raise PngError(f"IHDR: unknown compression {compression}, filter {filtering} or interlace {interlace}")
     return _Header(width, height, depth, colour, interlace)
 
 
@@ -174,9 +172,7 @@ def _unusual(h: _Header, transparency: bool) -> str | None:
     return None
 
 
-def inspect_png(
-    data: Any, verdict: Verdict, max_pixels: int, constant_value: Callable[[Any], str | None]
-) -> None:
+def inspect_png(data: Any, verdict: Verdict, max_pixels: int, constant_value: Callable[[Any], str | None]) -> None:
     """Fill ``verdict`` for PNG bytes. ``constant_value(data)`` decodes a candidate to confirm constancy."""
     verdict.judge = "png"
     try:
@@ -313,15 +309,11 @@ def _fctl(body: Any, head: _Header | None) -> _Frame:
     x = int.from_bytes(body[12:16], "big")
     y = int.from_bytes(body[16:20], "big")
     if not width or not height or x + width > head.width or y + height > head.height:
-        raise PngError(
-            f"APNG: frame {width}×{height} at ({x}, {y}) outside the {head.width}×{head.height} canvas"
-        )
+        raise PngError(f"APNG: frame {width}×{height} at ({x}, {y}) outside the {head.width}×{head.height} canvas")
     return _Frame(width, height)
 
 
-def _check_frames(
-    frames: list[_Frame], count: int | None, head: _Header, idat: list[Any], damage: list[str]
-) -> None:
+def _check_frames(frames: list[_Frame], count: int | None, head: _Header, idat: list[Any], damage: list[str]) -> None:
     if count is not None and count != len(frames):
         raise PngError(f"APNG: acTL declares {count} frames, the file has {len(frames)}")
     for i, frame in enumerate(frames):

@@ -114,11 +114,7 @@ def sniff(head: bytes | memoryview) -> str | None:
         return "png"
     if h[:6] in (b"GIF87a", b"GIF89a"):
         return "gif"
-    if (
-        h[:2] == b"BM"
-        and len(h) >= 18
-        and int.from_bytes(h[14:18], "little") in (12, 16, 40, 52, 56, 64, 108, 124)
-    ):
+    if h[:2] == b"BM" and len(h) >= 18 and int.from_bytes(h[14:18], "little") in (12, 16, 40, 52, 56, 64, 108, 124):
         return "bmp"
     if h[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
         return "tiff"

@@ -64,9 +64,7 @@ def png_bytes(
             continue
         for row in _pack_rows(sub, depth):
             raw.append(filter_type)
-            raw += (
-                row  # filter types 0..4 over zero-predicted data are left as they are: still a valid stream
-            )
+            raw += row  # filter types 0..4 over zero-predicted data are left as they are: still a valid stream
     ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes([depth, colour, 0, 0, int(interlace)])
     body = chunk(b"IHDR", ihdr)
     if palette is not None:

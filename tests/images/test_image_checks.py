@@ -44,9 +44,7 @@ def test_clean_varied_dataset_has_no_error_and_no_damage(
                 px = rng.integers(0, 1 << depth, (40, 36, ch), dtype=np.uint32)
                 px = px.astype(np.uint16 if depth == 16 else np.uint8)
                 pal = bytes(rng.integers(0, 256, 3 << depth, dtype=np.uint8)) if colour == 3 else None
-                write(
-                    f"d/t{colour}_{depth}_{int(interlace)}.png", png_bytes(px, colour, depth, interlace, pal)
-                )
+                write(f"d/t{colour}_{depth}_{int(interlace)}.png", png_bytes(px, colour, depth, interlace, pal))
     report = scan_dir(tmp_path, shard_bytes=1 << 16)
     assert report.summary.errors == 0, report.findings
     assert not codes(report) & {"I003", "I004", "I006", "I008", "I009"}
@@ -70,9 +68,7 @@ def test_empty_file_and_not_an_image(tmp_path: Path, write: Write, rng: np.rando
     assert "I003" not in codes(report)
 
 
-def test_corrupt_image_names_the_reason_and_the_decoder(
-    tmp_path: Path, write: Write, rng: np.random.Generator
-) -> None:
+def test_corrupt_image_names_the_reason_and_the_decoder(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     good_jpeg, good_png = jpeg(rng, 120, 160), png(rng)
     write("ok.jpg", good_jpeg)
     write("cut.jpg", good_jpeg[: len(good_jpeg) // 2])
@@ -170,9 +166,7 @@ def test_unusual_modes_and_float_pixels(tmp_path: Path, write: Write, rng: np.ra
     assert (inf.count, inf.values, inf.locations[0].path) == (1, 2, "depth.tif")
 
 
-def test_channel_mismatch_reports_the_minority(
-    tmp_path: Path, write: Write, rng: np.random.Generator
-) -> None:
+def test_channel_mismatch_reports_the_minority(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     for i in range(9):
         write(f"rgb_{i}.jpg", jpeg(rng))
     write("gray.jpg", jpeg(rng, mode="L"))
@@ -195,9 +189,7 @@ def test_exif_rotation(tmp_path: Path, write: Write, rng: np.random.Generator) -
     }
 
 
-def test_duplicates_across_classes_are_label_conflicts(
-    tmp_path: Path, write: Write, rng: np.random.Generator
-) -> None:
+def test_duplicates_across_classes_are_label_conflicts(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     same, other = jpeg(rng), jpeg(rng)
     write("cat/a.jpg", same)
     write("cat/b.jpg", same)
@@ -219,9 +211,7 @@ def test_duplicates_across_classes_are_label_conflicts(
 
 
 @pytest.mark.parametrize("code", ["I003", "corrupt-image"])
-def test_ignoring_a_check_removes_it(
-    tmp_path: Path, write: Write, rng: np.random.Generator, code: str
-) -> None:
+def test_ignoring_a_check_removes_it(tmp_path: Path, write: Write, rng: np.random.Generator, code: str) -> None:
     write("cut.jpg", jpeg(rng)[:500])
     assert "I003" in codes(scan_dir(tmp_path))
     assert "I003" not in codes(scan_dir(tmp_path, ignore=(code,)))

@@ -37,9 +37,7 @@ def test_scan_folder_json_report_names_file_reason_and_decoders(folder: Path) ->
     corrupt = next(f for f in report["findings"] if f["code"] == "I003")
     assert corrupt["locations"][0]["path"] == "dog/cut.jpg"
     assert "no end-of-image marker" in corrupt["locations"][0]["detail"]
-    assert (
-        "libjpeg-turbo" in report["info"]["decoder.jpeg"] and "simplejpeg" in report["info"]["decoder.jpeg"]
-    )
+    assert "libjpeg-turbo" in report["info"]["decoder.jpeg"] and "simplejpeg" in report["info"]["decoder.jpeg"]
     assert "isal" in report["info"]["decoder.png"]
 
 
@@ -61,9 +59,7 @@ def test_scan_with_worker_processes(folder: Path) -> None:
     assert {f["code"] for f in report["findings"]} >= {"I003"}
 
 
-def test_clean_folder_passes(
-    tmp_path: Path, write: Callable[[str, bytes], Path], rng: np.random.Generator
-) -> None:
+def test_clean_folder_passes(tmp_path: Path, write: Callable[[str, bytes], Path], rng: np.random.Generator) -> None:
     for i in range(4):
         write(f"ok/{i}.jpg", jpeg(rng))
     status, out = invoke("scan", str(tmp_path / "ok"), "-j", "0")

@@ -26,22 +26,16 @@ PNG_CASES = [
 ]
 
 
-def _png_case(
-    rng: np.random.Generator, colour: int, depth: int, interlace: bool, h: int = 13, w: int = 11
-) -> bytes:
+def _png_case(rng: np.random.Generator, colour: int, depth: int, interlace: bool, h: int = 13, w: int = 11) -> bytes:
     channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colour]
     top = (1 << depth) - 1
-    pixels = rng.integers(0, top + 1, (h, w, channels), dtype=np.uint32).astype(
-        np.uint16 if depth == 16 else np.uint8
-    )
+    pixels = rng.integers(0, top + 1, (h, w, channels), dtype=np.uint32).astype(np.uint16 if depth == 16 else np.uint8)
     palette = bytes(rng.integers(0, 256, 3 << depth, dtype=np.uint8)) if colour == 3 else None
     return png_bytes(pixels, colour, depth, interlace, palette=palette)
 
 
 @pytest.mark.parametrize(("colour", "depth", "interlace"), PNG_CASES, ids=lambda v: str(v))
-def test_every_valid_png_layout_passes(
-    rng: np.random.Generator, colour: int, depth: int, interlace: bool
-) -> None:
+def test_every_valid_png_layout_passes(rng: np.random.Generator, colour: int, depth: int, interlace: bool) -> None:
     data = _png_case(rng, colour, depth, interlace)
     with Image.open(io.BytesIO(data)) as im:  # the reference decoder accepts what the encoder wrote
         im.load()
@@ -270,9 +264,7 @@ def test_decoders_are_named_with_versions(rng: np.random.Generator) -> None:
     assert entry is not None and entry[0] == "decoder.png" and "isal" in entry[1]
 
 
-@pytest.mark.skipif(
-    shutil.which("cjpeg") is None, reason="needs cjpeg (libjpeg-turbo-progs) to write such JPEGs"
-)
+@pytest.mark.skipif(shutil.which("cjpeg") is None, reason="needs cjpeg (libjpeg-turbo-progs) to write such JPEGs")
 @pytest.mark.parametrize(
     ("options", "judge"),
     [
@@ -283,9 +275,7 @@ def test_decoders_are_named_with_versions(rng: np.random.Generator) -> None:
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else v,
 )
-def test_unusual_valid_jpegs_pass(
-    tmp_path: Path, rng: np.random.Generator, options: list[str], judge: str
-) -> None:
+def test_unusual_valid_jpegs_pass(tmp_path: Path, rng: np.random.Generator, options: list[str], judge: str) -> None:
     source = tmp_path / "src.ppm"
     Image.fromarray(natural(rng, 60, 80)).save(source)
     data = subprocess.run(["cjpeg", *options, str(source)], capture_output=True, check=True).stdout

@@ -53,9 +53,7 @@ def test_imagefolder_classes_include_empty_and_hidden_folders(
     assert "2 files not scanned" in report.info["images.skipped"]
 
 
-def test_flat_folder_is_recursive_and_unlabelled(
-    tmp_path: Path, write: Write, rng: np.random.Generator
-) -> None:
+def test_flat_folder_is_recursive_and_unlabelled(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     write("top.jpg", jpeg(rng))
     write("sub/deeper/a.png", png(rng))
     write(".git/objects/ab", b"blob")
@@ -67,8 +65,7 @@ def test_flat_folder_is_recursive_and_unlabelled(
     assert report.labels == []
     assert report.info["images.layout"].startswith("flat folder")
     assert (
-        report.info["images.skipped"]
-        == "4 files not scanned as images: 1 .csv, 1 Thumbs.db, 1 hidden, 1 hidden folder"
+        report.info["images.skipped"] == "4 files not scanned as images: 1 .csv, 1 Thumbs.db, 1 hidden, 1 hidden folder"
     )
     assert codes(report) == set()
 
@@ -84,9 +81,7 @@ def test_folder_detection(tmp_path: Path, write: Write, rng: np.random.Generator
     assert not ImageFolderSource.detect(tmp_path / "lmdb")  # an LMDB environment, not an image folder
 
 
-def test_folder_labels_feed_the_core_label_checks(
-    tmp_path: Path, write: Write, rng: np.random.Generator
-) -> None:
+def test_folder_labels_feed_the_core_label_checks(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     for i in range(60):
         write(f"a/{i:03d}.jpg", jpeg(rng, 8, 8))
     for i in range(3):
@@ -190,9 +185,7 @@ def test_csv_with_class_names(tmp_path: Path, write: Write, rng: np.random.Gener
     write("imgs/1.jpg", jpeg(rng))
     write("imgs/2.jpg", jpeg(rng))
     write("imgs/3.jpg", jpeg(rng))
-    write(
-        "meta.csv", b"id,filename,class\n1,imgs/1.jpg,dog\n2,imgs/2.jpg,cat\n3,imgs/3.jpg\n4,imgs/9.jpg,cat\n"
-    )
+    write("meta.csv", b"id,filename,class\n1,imgs/1.jpg,dog\n2,imgs/2.jpg,cat\n3,imgs/3.jpg\n4,imgs/9.jpg,cat\n")
     assert detect_kind(tmp_path / "meta.csv") == "image-list"
     report = scan_dir(tmp_path / "meta.csv")
     assert _locs(report, "S005") == [("meta.csv", 4, "2 fields, the header has 3")]
@@ -213,18 +206,14 @@ def test_csv_numeric_labels_and_label_checks(tmp_path: Path, write: Write, rng: 
     assert places(report, "L003") == ["labels.tsv"]
 
 
-def test_csv_without_a_path_column_is_list_syntax(
-    tmp_path: Path, write: Write, rng: np.random.Generator
-) -> None:
+def test_csv_without_a_path_column_is_list_syntax(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     write("a.jpg", jpeg(rng))
     write("odd.csv", b"name,label\na.jpg,0\n")  # detected by the image path in its rows
     report = scan_dir(tmp_path / "odd.csv")
     assert _locs(report, "S005")[0][:2] == ("odd.csv", 1)
 
 
-def test_folder_links_are_followed_but_cycles_are_not(
-    tmp_path: Path, write: Write, rng: np.random.Generator
-) -> None:
+def test_folder_links_are_followed_but_cycles_are_not(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     write("data/cat/a.jpg", jpeg(rng))
     write("elsewhere/b.jpg", jpeg(rng))
     (tmp_path / "data/cat/more").symlink_to(tmp_path / "elsewhere")
@@ -234,9 +223,7 @@ def test_folder_links_are_followed_but_cycles_are_not(
     assert "1 folder link cycle" in report.info["images.skipped"]
 
 
-def test_list_of_extensionless_paths_with_labels(
-    tmp_path: Path, write: Write, rng: np.random.Generator
-) -> None:
+def test_list_of_extensionless_paths_with_labels(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     write("n01/n01_0001", jpeg(rng))
     write("n01/n01_0002", png(rng))
     write("train.txt", b"n01/n01_0001 0\nn01/n01_0002 1\n")

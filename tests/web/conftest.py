@@ -50,6 +50,8 @@ CORRUPT_ROWS = (512, 767)
 MANY_NANS = 120
 PET_CLASSES = ("bird", "cat", "dog")
 CORRUPT_IMAGE = "dog/dog_007.jpg"
+NAN_IMAGE = "cat/cat_depth.tif"
+"""A 32-bit float TIFF (a depth map) holding one NaN pixel."""
 ODD_FOLDER = 'odd & "quoted" <b>bold'
 ODD_FILE = "<img src=x onerror=alert(1)>.h5"
 
@@ -81,8 +83,8 @@ def write_defects(folder: Path) -> Path:
 
 
 def write_pets(folder: Path) -> Path:
-    """``pets/``: an ImageFolder whose class ``bird`` (class 0) is empty and whose ``CORRUPT_IMAGE`` is cut
-    in half."""
+    """``pets/``: an ImageFolder whose class ``bird`` (class 0) is empty, whose ``CORRUPT_IMAGE`` is cut
+    in half and whose ``NAN_IMAGE`` holds a NaN: the three defects of one dataset."""
     from PIL import Image
 
     rng = np.random.default_rng(5)
@@ -94,6 +96,9 @@ def write_pets(folder: Path) -> Path:
             Image.fromarray(pixels).save(folder / name / f"{name}_{i:03d}.jpg", quality=85)
     damaged = folder / CORRUPT_IMAGE
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    depth = rng.random((48, 48)).astype(np.float32)
+    depth[10, 20] = np.nan
+    Image.fromarray(depth, mode="F").save(folder / NAN_IMAGE)
     return folder
 
 

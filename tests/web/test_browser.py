@@ -26,6 +26,7 @@ from .conftest import (
     CORRUPT_ROWS,
     DESKTOP,
     MISSING_CLASS,
+    NAN_IMAGE,
     NAN_INDEX,
     NUM_CLASSES,
     PET_CLASSES,
@@ -172,6 +173,9 @@ def test_start_watch_and_read_a_scan(browser: Any, web_service: Service, artifac
     assert "Re-download or re-copy the file" in image.inner_text()
     missing = page.locator("table.histogram tbody tr.missing th").inner_text().split()
     assert missing == ["0", PET_CLASSES[0], "missing"], missing
+    nan = page.locator("#finding-V001")
+    nan_cells = [c.strip() for c in nan.locator("table.locations tbody tr").first.locator("td").all_inner_texts()]
+    assert nan_cells[0] == NAN_IMAGE and "NaN" in nan_cells[-1], nan_cells
     screenshot(page, artifacts, "scan-images-desktop")
 
     page.goto(web_service.url + "/checks")

@@ -24,6 +24,7 @@ from .conftest import (
     CORRUPT_ROWS,
     MANY_NANS,
     MISSING_CLASS,
+    NAN_IMAGE,
     NAN_INDEX,
     NUM_CLASSES,
     ODD_FILE,
@@ -235,6 +236,7 @@ def test_image_report_names_the_file_its_reason_and_the_empty_class(web_service:
     assert f"File Detail {CORRUPT_IMAGE} truncated: no end-of-image marker" in corrupt
     assert checks.BY_CODE["I003"].fix[:40] in corrupt
     assert f"class 0 ({PET_CLASSES[0]})" in section(page, "finding-L003")
+    assert f"{NAN_IMAGE} 1 NaN pixel value" in text_of(section(page, "finding-V001"))
     histogram = page.split('<table class="histogram">')[1].split("</table>")[0]
     missing = re.findall(r'<tr class="missing">\s*<th scope="row">(.*?)</th>', histogram, flags=re.S)
     assert [text_of(m) for m in missing] == [f"0 {PET_CLASSES[0]} missing"]

@@ -9,6 +9,7 @@ import numpy as np
 from ..context import ScanContext
 from ..items import LabelBlock
 from ..labels import is_classification
+from ..partial import FindingTally
 from ..severity import Severity
 from .base import Check
 
@@ -66,12 +67,9 @@ def on_labels(block: LabelBlock, ok: np.ndarray[Any, Any], ctx: ScanContext) -> 
     if frac.size and ctx.wants(CHECK.code):
         tally = ctx.partial.labels[block.stream]
         tally.nonint += int(frac.size)
-        for i in frac[:cap]:
-            tally.nonint_locations.add(
-                block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}), 1, cap
-            )
-        tally.nonint_locations.count += int(frac.size) - min(int(frac.size), cap)
-        tally.nonint_locations.values += int(frac.size) - min(int(frac.size), cap)
+        locs = [block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}) for i in frac[:cap]]
+        sample = FindingTally(count=int(frac.size), values=int(frac.size), locations=locs)
+        tally.nonint_locations = tally.nonint_locations.merged(sample, cap)
 
 
 def finalize(ctx: ScanContext) -> None:

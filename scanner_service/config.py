@@ -6,7 +6,6 @@ Nothing is read at import time: call :func:`load_config`.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -71,6 +70,8 @@ def _normalise(table: dict[str, Any], origin: str) -> dict[str, Any]:
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Options from a dscan.toml (top level or ``[tool.dscan]``) or a pyproject.toml (``[tool.dscan]``)."""
+    import tomllib
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
@@ -87,6 +88,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 def find_config_file(start: Path) -> Path | None:
     """The nearest dscan.toml, or pyproject.toml with a [tool.dscan] table, from ``start`` upwards."""
+    import tomllib
+
     for folder in [start, *start.parents]:
         candidate = folder / "dscan.toml"
         if candidate.is_file():

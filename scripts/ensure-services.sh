@@ -1,5 +1,5 @@
 # Sourced by scripts/test: makes sure a Redis server answers (starting a private one when none does)
-# and exports DSCAN_TEST_REDIS_URL for the service tests; installs chromium for the browser tests when missing.
+# and exports DSCAN_TEST_REDIS_URL for the service tests; installs the Debian packages some tests drive (chromium, cjpeg) when missing.
 redis_answers() { "$VENV/bin/python" - "$1" <<'PY' 2>/dev/null
 import sys, redis
 redis.Redis.from_url(sys.argv[1], socket_connect_timeout=1).ping()
@@ -27,13 +27,17 @@ if [ -z "${DSCAN_TEST_REDIS_URL:-}" ]; then
     echo "dscan: started a private Redis on port $port" >&2
   fi
 fi
-# Debian's chromium for the browser tests (tests/web, driven by Playwright); never a downloaded browser build.
-if [ ! -x /usr/bin/chromium ]; then
+# Debian packages some tests drive: chromium for the browser tests (tests/web, driven by Playwright; never a
+# downloaded browser build) and cjpeg (libjpeg-turbo-progs) to write JPEG layouts Pillow cannot.
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v cjpeg >/dev/null 2>&1 || missing+=(libjpeg-turbo-progs)
+if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "dscan: installing chromium for the browser tests (apt-get)" >&2
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 \
-      || echo "dscan: could not install chromium; the browser tests will be skipped" >&2
+    echo "dscan: installing ${missing[*]} for the tests (apt-get)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >&2 \
+      || echo "dscan: could not install ${missing[*]}; the tests that need them will be skipped" >&2
   else
-    echo "dscan: /usr/bin/chromium is missing (apt-get install chromium); the browser tests will be skipped" >&2
+    echo "dscan: ${missing[*]} missing (apt-get install ${missing[*]}); the tests that need them will be skipped" >&2
   fi
 fi

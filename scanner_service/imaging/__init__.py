@@ -20,11 +20,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .jpeg import inspect_jpeg
-from .pillow import constant_value, judge
-from .png import inspect_png
 from .sniff import UNREADABLE, claimed_format, describe, sniff
 from .verdict import Verdict
+
+# The decoders (jpeg: simplejpeg; pillow: Pillow; png: isal) are imported on the first image, so scans of
+# other formats start without them.
 
 DEFAULT_MAX_PIXELS = 178_956_970
 """Twice Pillow's own limit (the point where Pillow raises DecompressionBombError)."""
@@ -38,6 +38,8 @@ PRIMARY = {"jpeg": "jpeg", "png": "png"}
 
 def inspect_image(data: bytes | memoryview, name: str = "", max_pixels: int = DEFAULT_MAX_PIXELS) -> Verdict:
     """Inspect one encoded image. Never raises: whatever goes wrong is in the verdict."""
+    from .pillow import constant_value, judge
+
     verdict = Verdict()
     if len(data) == 0:
         verdict.empty = True
@@ -52,8 +54,12 @@ def inspect_image(data: bytes | memoryview, name: str = "", max_pixels: int = DE
         return verdict
     try:
         if fmt == "jpeg":
+            from .jpeg import inspect_jpeg
+
             inspect_jpeg(data, verdict, max_pixels, _jpeg_fallback(max_pixels))
         elif fmt == "png":
+            from .png import inspect_png
+
             inspect_png(data, verdict, max_pixels, constant_value)
         else:
             judge(data, verdict, max_pixels)
@@ -67,6 +73,8 @@ def inspect_image(data: bytes | memoryview, name: str = "", max_pixels: int = DE
 
 
 def _jpeg_fallback(max_pixels: int) -> Any:
+    from .pillow import judge
+
     def fallback(data: Any, verdict: Verdict) -> None:
         judge(data, verdict, max_pixels, fallback=True)
 
@@ -75,6 +83,8 @@ def _jpeg_fallback(max_pixels: int) -> Any:
 
 def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pixels: int) -> None:
     """Content no signature matches: Pillow may still know it (TGA, XPM ...); else it is no image."""
+    from .pillow import judge
+
     probe = Verdict()
     judge(data, probe, max_pixels)
     known = probe.format is not None and probe.format != "unknown"

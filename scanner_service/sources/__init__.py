@@ -1,34 +1,64 @@
 """Dataset formats, and detection of the format from a path.
 
-``SOURCES`` lists every format once, in detection order: the first whose ``detect`` accepts the path wins.
+``DETECTION`` lists every format once, in detection order: the first whose test accepts the path wins. The
+tests read names and first bytes only, so detection imports no format library; a format's module (and
+h5py, lmdb ...) is imported when a source of that kind is opened.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import ScanConfig
 from ..errors import SourceNotFound, UnsupportedSource
 from .base import Plan, Shard, Source, SourceInfo
-from .hdf5 import Hdf5Source
-from .hdf5list import Hdf5ListSource
+from .hdf5_files import is_hdf5_source, looks_like_hdf5_list
 from .imagelist import ImageListSource
 from .images import ImageFolderSource
-from .lmdb import LmdbSource
+from .lmdb_files import is_lmdb_source
 
-SOURCES: tuple[type[Source], ...] = (LmdbSource, Hdf5ListSource, Hdf5Source, ImageListSource, ImageFolderSource)
+DETECTION: tuple[tuple[str, Callable[[Path], bool]], ...] = (
+    ("lmdb", is_lmdb_source),
+    ("hdf5-list", looks_like_hdf5_list),
+    ("hdf5", is_hdf5_source),
+    ("image-list", ImageListSource.detect),
+    ("images", ImageFolderSource.detect),
+)
 
-BY_KIND: dict[str, type[Source]] = {s.kind: s for s in SOURCES}
+CLASSES: dict[str, str] = {
+    "lmdb": "lmdb:LmdbSource",
+    "hdf5-list": "hdf5list:Hdf5ListSource",
+    "hdf5": "hdf5:Hdf5Source",
+    "image-list": "imagelist:ImageListSource",
+    "images": "images:ImageFolderSource",
+}
+"""Each kind's module (in this package) and class."""
+
+BY_KIND: dict[str, type[Source]] = {}
+"""Source classes already imported, by kind (a test may register a kind of its own here)."""
+
+
+def source_class(kind: str) -> type[Source]:
+    """The source class of ``kind``, importing its module on first use; raises UnsupportedSource."""
+    found = BY_KIND.get(kind)
+    if found is None:
+        if kind not in CLASSES:
+            raise UnsupportedSource(f"unknown dataset kind {kind!r} (formats: {', '.join(CLASSES)})", kind)
+        module, name = CLASSES[kind].split(":")
+        found = BY_KIND[kind] = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    return found
 
 
 def detect_kind(path: Path) -> str:
     """The format of the dataset at ``path``; raises SourceNotFound or UnsupportedSource."""
     if not path.exists():
         raise SourceNotFound(f"{path} does not exist", str(path))
-    for source in SOURCES:
-        if source.detect(path):
-            return source.kind
-    known = ", ".join(BY_KIND)
+    for kind, accepts in DETECTION:
+        if accepts(path):
+            return kind
+    known = ", ".join(CLASSES)
     raise UnsupportedSource(f"{path} is not a dataset dscan can read (formats: {known})", str(path))
 
 
@@ -36,11 +66,21 @@ def open_source(path: Path, config: ScanConfig, kind: str | None = None) -> Sour
     """The source object for ``path`` (format detected unless ``kind`` is given)."""
     path = path.absolute()
     chosen = kind or detect_kind(path)
-    if chosen not in BY_KIND:
-        raise UnsupportedSource(f"unknown dataset kind {chosen!r} (formats: {', '.join(BY_KIND)})", str(path))
+    cls = source_class(chosen) if chosen not in BY_KIND else BY_KIND[chosen]
     if not path.exists():
         raise SourceNotFound(f"{path} does not exist", str(path))
-    return BY_KIND[chosen](path, config)
+    return cls(path, config)
 
 
-__all__ = ["BY_KIND", "SOURCES", "Plan", "Shard", "Source", "SourceInfo", "detect_kind", "open_source"]
+__all__ = [
+    "BY_KIND",
+    "CLASSES",
+    "DETECTION",
+    "Plan",
+    "Shard",
+    "Source",
+    "SourceInfo",
+    "detect_kind",
+    "open_source",
+    "source_class",
+]

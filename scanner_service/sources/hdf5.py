@@ -33,6 +33,7 @@ from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout
 from .base import Plan, Shard, Source, SourceInfo
+from .hdf5_files import has_hdf5_suffix, is_hdf5_source
 
 try:
     from isal import isal_zlib as fast_zlib
@@ -41,8 +42,6 @@ except ImportError:  # pragma: no cover
 
 ZLIB_ERROR: type[Exception] = fast_zlib.error  # type: ignore[assignment]
 
-SIGNATURE = b"\x89HDF\r\n\x1a\n"
-SUFFIXES = frozenset({".h5", ".hdf5", ".hdf", ".he5", ".h5py"})
 LABEL_NAMES = frozenset({"label", "labels", "y", "target", "targets"})
 
 FILTER_DEFLATE, FILTER_SHUFFLE = 1, 2
@@ -74,26 +73,6 @@ def missing_filters(filter_ids: list[int]) -> list[int]:
             importlib.import_module("hdf5plugin")
         missing = [fid for fid in missing if not h5py.h5z.filter_avail(fid)]
     return missing
-
-
-def has_signature(path: Path) -> bool:
-    """HDF5's signature sits at offset 0, or after a user block at 512, 1024, 2048 ... bytes."""
-    try:
-        with path.open("rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            offset = 0
-            while offset + 8 <= size and offset <= 1 << 20:
-                fh.seek(offset)
-                if fh.read(8) == SIGNATURE:
-                    return True
-                offset = 512 if offset == 0 else offset * 2
-    except OSError:
-        return False
-    return False
-
-
-def is_hdf5_path(path: Path) -> bool:
-    return path.suffix.lower() in SUFFIXES or has_signature(path)
 
 
 CHUNK_CACHE_BYTES = 16 << 20
@@ -148,11 +127,7 @@ class Hdf5Source(Source):
 
     @classmethod
     def detect(cls, path: Path) -> bool:
-        if path.is_file():
-            return is_hdf5_path(path)
-        if path.is_dir():
-            return any(p.suffix.lower() in SUFFIXES for p in path.rglob("*") if p.is_file())
-        return False
+        return is_hdf5_source(path)
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -160,7 +135,7 @@ class Hdf5Source(Source):
         """The HDF5 files to scan, in storage order, with their list line when they come from a list."""
         if self.path.is_file():
             return [(self.path, None)]
-        return [(p, None) for p in sorted(self.path.rglob("*")) if p.is_file() and p.suffix.lower() in SUFFIXES]
+        return [(p, None) for p in sorted(self.path.rglob("*")) if has_hdf5_suffix(p.name) and p.is_file()]
 
     def plan(self) -> Plan:
         partial = Partial(cap=self.config.max_locations)

@@ -12,33 +12,13 @@ from pathlib import Path
 
 from ..location import Location
 from ..partial import Partial
-from .hdf5 import SUFFIXES, Hdf5Source
-
-LIST_SUFFIXES = frozenset({".txt", ".list", ".lst"})
-SNIFF_LINES = 50
+from .hdf5 import Hdf5Source
+from .hdf5_files import SUFFIXES, looks_like_hdf5_list
 
 
 def _entries(path: Path) -> list[str]:
     with path.open("r", encoding="utf-8", errors="replace") as fh:
         return [line.rstrip("\r\n") for line in fh]
-
-
-def looks_like_hdf5_list(path: Path) -> bool:
-    """A text file whose first non-blank lines mostly name HDF5 files."""
-    if not path.is_file() or path.suffix.lower() not in LIST_SUFFIXES:
-        return False
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(64 << 10)
-    except OSError:
-        return False
-    if b"\0" in head:
-        return False
-    lines = [ln.strip() for ln in head.decode("utf-8", "replace").splitlines() if ln.strip()][:SNIFF_LINES]
-    if not lines:
-        return False
-    hits = sum(1 for ln in lines if Path(ln.split()[0]).suffix.lower() in SUFFIXES)
-    return hits * 2 > len(lines)
 
 
 class Hdf5ListSource(Hdf5Source):

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..imaging.sniff import IMAGE_EXTENSIONS
 from ..location import Location
 from ..partial import LabelTally, Partial
-from .hdf5list import looks_like_hdf5_list
+from .hdf5_files import looks_like_hdf5_list
 from .images import Entry, ImageFilesSource
 
 LIST_SUFFIXES = frozenset({".txt", ".lst", ".list"})

@@ -29,28 +29,13 @@ from ..location import Location
 from ..partial import Partial
 from ..records import PICKLE, Decoder, parse_decoder
 from .base import Plan, Shard, Source, SourceInfo
+from .lmdb_files import DATA_FILE, is_lmdb_source
 from .lmdb_pages import cut, read_tree, sample_values
 from .lmdb_read import LABEL_STREAM, READERS, _DatumReader, _Pages, key_text, unhex
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 
-DATA_FILE = "data.mdb"
-LMDB_MAGIC = b"\xde\xc0\xef\xbe"
-P_META = 0x08
 SAMPLE = 32
 """Values sampled to detect the decoder."""
-
-
-def is_lmdb_file(path: Path) -> bool:
-    """LMDB's meta page: page flags P_META and the magic 0xBEEFC0DE (64-bit and 32-bit builds)."""
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(32)
-    except OSError:
-        return False
-    for flags_at, magic_at in ((10, 16), (6, 12)):
-        if len(head) >= magic_at + 4 and head[magic_at : magic_at + 4] == LMDB_MAGIC:
-            return bool(int.from_bytes(head[flags_at : flags_at + 2], "little") & P_META)
-    return False
 
 
 class LmdbSource(Source):
@@ -60,11 +45,7 @@ class LmdbSource(Source):
 
     @classmethod
     def detect(cls, path: Path) -> bool:
-        if path.is_dir():
-            return (path / DATA_FILE).is_file()
-        if path.is_file():
-            return path.name == DATA_FILE or is_lmdb_file(path)
-        return False
+        return is_lmdb_source(path)
 
     @property
     def subdir(self) -> bool:

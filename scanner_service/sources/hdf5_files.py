@@ -1,0 +1,70 @@
+"""Recognising HDF5 files and Caffe HDF5Data lists from their names and first bytes, without h5py.
+
+Detection runs for every scan, whatever the format; keeping it here lets a scan of images or LMDB start
+without importing h5py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SIGNATURE = b"\x89HDF\r\n\x1a\n"
+SUFFIXES = frozenset({".h5", ".hdf5", ".hdf", ".he5", ".h5py"})
+LIST_SUFFIXES = frozenset({".txt", ".list", ".lst"})
+SNIFF_LINES = 50
+"""Lines of a list file read to tell an HDF5Data list from other lists."""
+
+
+def has_signature(path: Path) -> bool:
+    """HDF5's signature sits at offset 0, or after a user block at 512, 1024, 2048 ... bytes."""
+    try:
+        with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            offset = 0
+            while offset + 8 <= size and offset <= 1 << 20:
+                fh.seek(offset)
+                if fh.read(8) == SIGNATURE:
+                    return True
+                offset = 512 if offset == 0 else offset * 2
+    except OSError:
+        return False
+    return False
+
+
+def is_hdf5_path(path: Path) -> bool:
+    return path.suffix.lower() in SUFFIXES or has_signature(path)
+
+
+def has_hdf5_suffix(name: str) -> bool:
+    return os.path.splitext(name)[1].lower() in SUFFIXES
+
+
+def holds_hdf5(folder: Path) -> bool:
+    """Whether a folder holds an HDF5 file (by its extension), searching down; stops at the first."""
+    return any(has_hdf5_suffix(name) for _, _, names in os.walk(folder) for name in names)
+
+
+def is_hdf5_source(path: Path) -> bool:
+    """An HDF5 file (by extension or signature), or a folder holding one."""
+    if path.is_file():
+        return is_hdf5_path(path)
+    return path.is_dir() and holds_hdf5(path)
+
+
+def looks_like_hdf5_list(path: Path) -> bool:
+    """A text file whose first non-blank lines mostly name HDF5 files."""
+    if not path.is_file() or path.suffix.lower() not in LIST_SUFFIXES:
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64 << 10)
+    except OSError:
+        return False
+    if b"\0" in head:
+        return False
+    lines = [ln.strip() for ln in head.decode("utf-8", "replace").splitlines() if ln.strip()][:SNIFF_LINES]
+    if not lines:
+        return False
+    hits = sum(1 for ln in lines if Path(ln.split()[0]).suffix.lower() in SUFFIXES)
+    return hits * 2 > len(lines)

@@ -33,6 +33,7 @@ from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout
 from .base import Plan, Shard, Source, SourceInfo
+from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import has_hdf5_suffix, is_hdf5_source
 
 try:
@@ -339,6 +340,7 @@ class _SegmentReader:
         self.shape: tuple[int, ...] = tuple(int(n) for n in self.ds.shape) or (1,)
         self.dtype: np.dtype[Any] = self.ds.dtype
         self.block_bytes = source.config.block_bytes
+        self.index: ChunkIndex | None = None
         axis, channels = channel_layout(self.shape)
         self.meta = DatasetMeta(
             stats_key=f"{self.rel}::{self.name}",
@@ -459,11 +461,15 @@ class _SegmentReader:
         """Raw chunks from the chunk index, decoded here (none, shuffle, deflate).
 
         Chunks that span whole rows are gathered, consecutive along the first axis, into blocks of about
-        ``block_bytes``, so the per-block work is paid once per block, not once per chunk.
+        ``block_bytes``, so the per-block work is paid once per block, not once per chunk. Chunks that split
+        rows are assembled into whole rows first (``_own_slabs``).
         """
+        self.index = chunk_index(self.ds, self.ds.file.filename)
+        if tuple(chunks[1:]) != tuple(self.shape[1:]):
+            yield from self._own_slabs(chunks)
+            return
         chunk_bytes = math.prod(chunks) * self.dtype.itemsize
-        whole_rows = tuple(chunks[1:]) == tuple(self.shape[1:])
-        group = max(1, self.block_bytes // chunk_bytes) if whole_rows else 1
+        group = max(1, self.block_bytes // chunk_bytes)
         buf = bytearray(group * chunk_bytes)
         view = memoryview(buf)
         filters = _filters(self.ds)
@@ -499,19 +505,61 @@ class _SegmentReader:
         if filled:
             yield flush()
 
+    def _own_slabs(self, chunks: tuple[int, ...]) -> Iterator[Any]:
+        """Chunks that split rows, assembled one chunk-row at a time into whole rows.
+
+        A sample is judged once, whole, so a NaN row that spans several chunks is one sample (as h5py row blocks
+        see it). When a chunk of the row range is damaged, the damaged chunks are failures and the readable ones
+        are scanned on their own.
+        """
+        chunk_bytes = math.prod(chunks) * self.dtype.itemsize
+        tmp = bytearray(chunk_bytes)
+        filters = _filters(self.ds)
+        slab = np.empty((chunks[0], *self.shape[1:]), self.dtype)
+        rest = (0,) * (len(self.shape) - 1)
+        for r in range(self.seg["start"], self.seg["stop"], chunks[0]):
+            rows = min(chunks[0], self.shape[0] - r)
+            failed: list[tuple[tuple[int, ...], BaseException]] = []
+            for offset in self._chunk_offsets(chunks, r, r + 1):
+                try:
+                    self._read_chunk(offset, memoryview(tmp), filters, chunk_bytes)
+                except (OSError, RuntimeError, ValueError, ZLIB_ERROR) as exc:
+                    failed.append((offset, exc))
+                    continue
+                dst = tuple(slice(o, min(o + c, s)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
+                src = tuple(slice(0, d.stop - d.start) for d in dst)
+                slab[(slice(0, rows), *dst[1:])] = np.frombuffer(tmp, self.dtype).reshape(chunks)[src]
+            if not failed:
+                yield self._block(slab[:rows], (r, *rest))
+                continue
+            bad = {offset for offset, _ in failed}
+            for offset, error in failed:
+                yield self._failure(r, r + rows, _chunk_label(offset, chunks), error)
+            for offset in self._chunk_offsets(chunks, r, r + 1):
+                if offset in bad:
+                    continue
+                valid = tuple(slice(0, min(c, s - o)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
+                self._read_chunk(offset, memoryview(tmp), filters, chunk_bytes)
+                yield self._block(np.frombuffer(tmp, self.dtype).reshape(chunks)[valid].copy(), offset)
+
     def _read_chunk(self, offset: tuple[int, ...], target: memoryview, filters: list[int], size: int) -> None:
         """Decode the chunk at ``offset`` into ``target`` (exactly ``size`` bytes); raises on damage."""
-        info = self.ds.id.get_chunk_info_by_coord(offset)
-        if info.byte_offset is None:  # never written: the fill value
+        if self.index is not None:
+            at, stored, mask = self.index.lookup(offset)
+        else:
+            info = self.ds.id.get_chunk_info_by_coord(offset)
+            at, stored, mask = info.byte_offset, info.size, info.filter_mask
+        if at is None:  # never written: the fill value
             np.frombuffer(target, self.dtype)[:] = self.ds.fillvalue
             return
         if not filters:
-            got = os.preadv(self.fd, [target], info.byte_offset)
+            got = os.preadv(self.fd, [target], at)
             if got != size:
                 raise OSError(f"chunk truncated: {got} of {size} bytes")
             return
-        mask, raw = self.ds.id.read_direct_chunk(offset)
-        data: bytes = raw
+        data: bytes = os.pread(self.fd, stored, at)
+        if len(data) != stored:
+            raise OSError(f"chunk truncated: {len(data)} of {stored} stored bytes")
         shuffled = False
         for i in reversed(range(len(filters))):
             if mask & (1 << i):

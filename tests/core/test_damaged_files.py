@@ -30,6 +30,19 @@ def test_corrupt_gzip_chunk_is_reported_and_the_rest_is_scanned(tmp_path: Path, 
     assert report.summary.items_scanned == 4000  # unreadable rows count as visited
 
 
+def test_corrupt_chunk_that_splits_rows_costs_only_that_chunk(tmp_path: Path, rng: np.random.Generator) -> None:
+    data = rng.normal(size=(600, 600)).astype(np.float32)
+    data[300, 10] = np.nan  # same rows as the damaged chunk, another column chunk: still found
+    data[500, 590] = np.nan
+    path = write_h5(tmp_path / "g.h5", {"x": (data, {"chunks": (256, 256), "compression": "gzip"})})
+    corrupt_chunk(path, "/x", (256, 256))
+    report = run_scan(path)
+    bad = finding(report, "S002")
+    assert [(loc.index, loc.chunk) for loc in bad.locations] == [(256, "1,1")]
+    assert bad.locations[0].detail.startswith("rows 256-511 unreadable")
+    assert [loc.index for loc in finding(report, "V001").locations] == [300, 500]
+
+
 def test_small_corrupt_chunk_inside_a_block_is_isolated(tmp_path: Path, rng: np.random.Generator) -> None:
     data = rng.normal(size=(1000, 8)).astype(np.float32)
     data[990, 0] = np.inf

@@ -101,6 +101,29 @@ def test_nan_fill_value_in_unwritten_chunks_is_found(tmp_path: Path) -> None:
     assert [loc.index for loc in nan.locations] == list(range(16, 32))
 
 
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_large_chunks_in_a_two_dimensional_grid_some_never_written(tmp_path: Path, compression: str | None) -> None:
+    """Chunks of 256 KB and more are located through the chunk index and read raw: edge chunks, chunks that
+    split rows, and chunks never written (the fill value) must read exactly as HDF5 reads them."""
+    path = tmp_path / "grid.h5"
+    with h5py.File(path, "w") as fh:
+        ds = fh.create_dataset(
+            "x", shape=(600, 600), chunks=(256, 256), dtype="f4", fillvalue=np.nan, compression=compression
+        )
+        block = np.arange(512 * 600, dtype=np.float32).reshape(512, 600)
+        block[300, 550] = np.nan
+        ds[0:512] = block
+    report = run_scan(path, max_locations=1000, shard_bytes=1 << 18, block_bytes=1 << 18, workers=2)
+    nan = finding(report, "V001")
+    assert [loc.index for loc in nan.locations] == [300, *range(512, 600)]
+    assert nan.values == 1 + 88 * 600
+    with h5py.File(path, "r") as fh:
+        whole = fh["x"][()]
+    stats = report.statistics[0]
+    assert stats.count == int(np.isfinite(whole).sum())
+    assert stats.max == float(np.nanmax(whole)) and stats.min == float(np.nanmin(whole))
+
+
 def test_userblock_offsets_are_honoured(tmp_path: Path) -> None:
     data = np.ones((2000, 256), np.float32)
     data[1500, 3] = np.nan

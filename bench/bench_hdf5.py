@@ -6,8 +6,10 @@ times, for each layout:
 - baseline: ``np.isnan(f[name][:]).any()`` in a fresh process (reads the whole dataset into memory);
 - ``dscan scan FILE --format json`` as a whole process, with 1 and 2 workers.
 
-Prints throughput (GB/s of dataset bytes), the peak RSS of the whole process tree, the ratio to the baseline,
-and whether dscan's NaN locations are exactly the seeded rows. The data is read once beforehand so every run
+Prints throughput (GB/s of dataset bytes), the peak RSS of the whole process tree (the sum over processes, so
+pages the forked workers share with their parent count once per process), the ratio to the baseline, whether
+dscan's NaN locations are exactly the seeded rows, and dscan's peak PSS (shared pages split between the processes
+that map them: the tree's real footprint). The data is read once beforehand so every run
 reads from the page cache.
 
     python bench/bench_hdf5.py --size-gb 4          # the default; needs ~12 GB of disk
@@ -60,36 +62,52 @@ def generate(path: Path, rows: int, layout: str) -> None:
             ds[start : start + n] = chunk
 
 
-def tree_rss_kb(pid: int) -> int:
-    """Resident memory of a process and all its descendants, in KB."""
-    total = 0
-    stack = [pid]
+def tree(pid: int) -> list[int]:
+    """A process and all its descendants."""
+    found, stack = [], [pid]
     while stack:
         p = stack.pop()
+        found.append(p)
         try:
-            with open(f"/proc/{p}/status") as fh:
-                for line in fh:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
             with open(f"/proc/{p}/task/{p}/children") as fh:
                 stack.extend(int(c) for c in fh.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
+def memory_kb(pids: list[int], field: str) -> int:
+    """Sum of one field (VmRSS: from /proc/PID/status; Pss: from smaps_rollup) over processes, in KB."""
+    total = 0
+    for p in pids:
+        name = "smaps_rollup" if field == "Pss" else "status"
+        try:
+            with open(f"/proc/{p}/{name}") as fh:
+                for line in fh:
+                    if line.startswith(field + ":"):
+                        total += int(line.split()[1])
+                        break
         except (FileNotFoundError, ProcessLookupError):
             continue
     return total
 
 
-def run(cmd: list[str]) -> tuple[float, int, str]:
-    """Wall time, peak tree RSS (MB) and stdout of a command."""
+def run(cmd: list[str], pss: bool = False) -> tuple[float, int, int, str]:
+    """Wall time, peak RSS of the process tree (MB; shared pages counted in every process that maps them),
+    peak PSS of the tree (MB; shared pages split between them; only when ``pss``) and stdout of a command."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=ENV)
-        peak = 0
+        peak = peak_pss = 0
         while proc.poll() is None:
-            peak = max(peak, tree_rss_kb(proc.pid))
+            pids = tree(proc.pid)
+            peak = max(peak, memory_kb(pids, "VmRSS"))
+            if pss:
+                peak_pss = max(peak_pss, memory_kb(pids, "Pss"))
             time.sleep(0.01)
         elapsed = time.perf_counter() - start
         out.seek(0)
-        return elapsed, peak // 1024, out.read().decode()
+        return elapsed, peak // 1024, peak_pss // 1024, out.read().decode()
 
 
 def warm(path: Path) -> None:
@@ -123,16 +141,17 @@ def main() -> None:
         run([sys.executable, "-c", BASELINE, str(path)])  # warm-up: page cache and interpreter files
         base_times, base_rss = [], 0
         for _ in range(args.repeat):
-            t, rss, out = run([sys.executable, "-c", BASELINE, str(path)])
+            t, rss, _, out = run([sys.executable, "-c", BASELINE, str(path)])
             assert out.strip() == "True", out
             base_times.append(t)
             base_rss = max(base_rss, rss)
         base = statistics.median(base_times)
         print(f"{layout:<11} {'baseline':<16} {size / base / 1e9:7.2f} {base_rss:7d} MB {1.0:6.2f}")
         for workers in (1, 2):
-            times, peak, exact = [], 0, True
+            times, peak, peak_pss, exact = [], 0, 0, True
             for _ in range(args.repeat):
-                t, rss, out = run([*dscan, "--workers", str(workers), str(path)])
+                t, rss, pss, out = run([*dscan, "--workers", str(workers), str(path)], pss=True)
+                peak_pss = max(peak_pss, pss)
                 report = json.loads(out)
                 nan = next(f for f in report["findings"] if f["code"] == "V001")
                 exact = exact and sorted(loc["index"] for loc in nan["locations"]) == list(NAN_ROWS)
@@ -141,7 +160,7 @@ def main() -> None:
             med = statistics.median(times)
             print(
                 f"{layout:<11} {f'dscan -j{workers}':<16} {size / med / 1e9:7.2f} {peak:7d} MB {base / med:6.2f}"
-                f"  {'exact' if exact else 'WRONG'}"
+                f"  {'exact' if exact else 'WRONG'}; peak PSS {peak_pss} MB"
             )
 
 

@@ -50,6 +50,9 @@ def _channel_view(values: np.ndarray[Any, Any], meta: DatasetMeta) -> np.ndarray
     return values.reshape(values.shape[0], values.shape[1], -1)
 
 
+SHIFTED_VALUES = 1 << 17
+"""Values per slice on the shifted (float64) path: 1 MB of differences at a time."""
+
 ILL_CONDITIONED = 0.01
 """A channel whose block variance is below this fraction of its mean square is summed shifted (exactly)."""
 
@@ -90,17 +93,21 @@ class Moments:
 
     def shifted(self, sl: slice, view: np.ndarray[Any, Any], mask: np.ndarray[Any, Any] | None, use: Any) -> None:
         """Accumulate (x - ref) sums for the channels ``use`` of the block (``mask``: finite values only)."""
-        ref = self.reference(sl, view[0, :, 0].astype(np.float64))
-        with np.errstate(invalid="ignore"):
-            d = view.astype(np.float64) - ref[None, :, None]
-        if mask is not None:
-            d = np.where(mask, d, 0.0)
-            n = mask.sum(axis=(0, 2))
-        else:
-            n = np.full(view.shape[1], view.shape[0] * view.shape[2], np.int64)
-        self.tn[sl] += np.where(use, n, 0)
-        self.t1[sl] += np.where(use, d.sum(axis=(0, 2)), 0.0)
-        self.t2[sl] += np.where(use, np.einsum("ncj,ncj->c", d, d), 0.0)
+        ref = self.reference(sl, view[0, :, 0].astype(np.float64))[None, :, None]
+        per_row = max(1, view.shape[1] * view.shape[2])
+        step = max(1, SHIFTED_VALUES // per_row)
+        for r in range(0, view.shape[0], step):  # float64 differences a slice at a time: bounded temporaries
+            part = view[r : r + step]
+            with np.errstate(invalid="ignore"):
+                d = np.subtract(part, ref, dtype=np.float64)
+            if mask is not None:
+                np.copyto(d, 0.0, where=~mask[r : r + step])
+                n = mask[r : r + step].sum(axis=(0, 2))
+            else:
+                n = np.full(view.shape[1], part.shape[0] * view.shape[2], np.int64)
+            self.tn[sl] += np.where(use, n, 0)
+            self.t1[sl] += np.where(use, d.sum(axis=(0, 2)), 0.0)
+            self.t2[sl] += np.where(use, np.einsum("ncj,ncj->c", d, d), 0.0)
 
     def to_stats(self) -> DatasetStats:
         m = self.meta
@@ -182,8 +189,8 @@ def summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary:
         acc.nan += int(np.isnan(view).sum())
         acc.inf += int(np.isinf(view).sum())
         acc.shifted(sl, view, mask, True)
-        lo = np.where(mask, view, np.inf).min(axis=(0, 2))
-        hi = np.where(mask, view, -np.inf).max(axis=(0, 2))
+        lo = np.min(view, axis=(0, 2), where=mask, initial=np.inf)
+        hi = np.max(view, axis=(0, 2), where=mask, initial=-np.inf)
     np.minimum(acc.lo[sl], lo, out=acc.lo[sl])
     np.maximum(acc.hi[sl], hi, out=acc.hi[sl])
     seen = np.isfinite(lo)

@@ -101,8 +101,13 @@ def scan_shard(
 
 
 def finalize(partial: Partial, config: ScanConfig) -> Partial:
-    """Run the checks that judge the merged result (labels, constant features) into a copy of it."""
-    out = partial.model_copy(deep=True)
+    """Run the checks that judge the merged result (labels, constant features) into a copy of it.
+
+    Finalizers only read the merged result and add findings, so the copy is shallow but for the finding
+    tallies, which adding to changes in place.
+    """
+    findings = {code: t.model_copy(update={"locations": list(t.locations)}) for code, t in partial.findings.items()}
+    out = partial.model_copy(update={"findings": findings})
     ctx = ScanContext(config=config, partial=out, enabled=checks.enabled_codes(config.select, config.ignore))
     for hook in checks.finalizers(ctx.enabled):
         hook(ctx)

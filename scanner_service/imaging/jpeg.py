@@ -24,7 +24,7 @@ end-of-image marker after the scans, to measure trailing data (concatenated file
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -60,7 +60,9 @@ class JpegHeader:
     orientation: int | None = None
     mpf: bool = False
     problem: str | None = None
-    """What is wrong with the header, when something is (used when the decoders fail)."""
+    """What is wrong with the header's structure, when something is (used when the decoders fail)."""
+    tables: list[tuple[int, int]] = field(default_factory=list)
+    """Where the Huffman table (DHT) segments are: checked only when the decoders fail (``header_problem``)."""
 
 
 def _u16(data: Any, pos: int) -> int:
@@ -80,6 +82,17 @@ def _check_dht(seg: Any) -> str | None:
             return f"DHT segment: {total} codes (at most 256)"
         pos += 17 + total
     return "DHT segment: length does not match its tables" if pos != len(seg) else None
+
+
+def header_problem(data: Any, head: JpegHeader) -> str | None:
+    """What is wrong with the header: its structure, else its Huffman tables."""
+    if head.problem is not None:
+        return head.problem
+    for start, end in head.tables:
+        problem = _check_dht(data[start:end])
+        if problem is not None:
+            return problem
+    return None
 
 
 def parse_header(data: Any) -> JpegHeader:
@@ -129,8 +142,8 @@ def parse_header(data: Any) -> JpegHeader:
                 head.problem = f"frame header declares a {head.width}×{head.height} image"
             elif len(seg) < 6 + 3 * head.components or head.components == 0:
                 head.problem = "frame header (SOF) too short for its components"
-        elif marker == 0xC4 and head.problem is None:
-            head.problem = _check_dht(seg)
+        elif marker == 0xC4:
+            head.tables.append((pos + 2, pos + length))
         elif marker == 0xE1 and bytes(seg[:6]) == b"Exif\x00\x00":
             head.orientation = exif_orientation(seg[6:])
         elif marker == 0xE2 and bytes(seg[:4]) == b"MPF\x00":
@@ -241,10 +254,11 @@ def _strict_failed(data: Any, head: JpegHeader, reason: str, verdict: Verdict, p
     pillow_fallback(data, verdict)
     if verdict.error is None:
         return
+    problem = header_problem(data, head)
     if "tjDecompressHeader" in fatal or fatal.startswith("tj"):
-        fatal = head.problem or verdict.error
-    elif head.problem and head.problem not in fatal:
-        fatal = f"{fatal} ({head.problem})"
+        fatal = problem or verdict.error
+    elif problem and problem not in fatal:
+        fatal = f"{fatal} ({problem})"
     verdict.error = fatal
     verdict.judge = "jpeg"
 

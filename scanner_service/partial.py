@@ -216,41 +216,49 @@ class Partial(BaseModel):
 
 
 def merge(partials: Iterable[Partial]) -> Partial:
-    """Merge any number of partials; the result does not depend on their order or grouping."""
-    out: Partial | None = None
-    for p in partials:
-        out = p if out is None else merge_two(out, p)
-    return out if out is not None else Partial()
+    """Merge any number of partials; the result does not depend on their order or grouping.
 
-
-def merge_two(a: Partial, b: Partial) -> Partial:
-    cap = max(a.cap, b.cap)
-    findings = dict(a.findings)
-    for code, tally in b.findings.items():
-        findings[code] = findings[code].merged(tally, cap) if code in findings else tally
-    stats = dict(a.stats)
-    for key, st in b.stats.items():
-        stats[key] = stats[key].merged(st) if key in stats else st
-    labels = dict(a.labels)
-    for key, lt in b.labels.items():
-        labels[key] = labels[key].merged(lt, cap) if key in labels else lt
-    counters = dict(a.counters)
-    for key, n in b.counters.items():
-        counters[key] = counters.get(key, 0) + n
-    groups = {family: {k: list(v) for k, v in entries.items()} for family, entries in a.groups.items()}
-    for family, entries in b.groups.items():
-        target = groups.setdefault(family, {})
-        for key, locs in entries.items():
-            target[key] = sorted([*target.get(key, []), *locs], key=Location.sort_key)
-    return Partial(
+    One pass over all of them: location groups are gathered and sorted once, and the result is assembled
+    from parts that are already valid (no revalidation of every location per merge step).
+    """
+    parts = list(partials)
+    if not parts:
+        return Partial()
+    if len(parts) == 1:
+        return parts[0]
+    cap = max(p.cap for p in parts)
+    findings: dict[str, FindingTally] = {}
+    stats: dict[str, DatasetStats] = {}
+    labels: dict[str, LabelTally] = {}
+    counters: dict[str, int] = {}
+    groups: dict[str, dict[str, list[Location]]] = {}
+    info: dict[str, str] = {}
+    for p in parts:
+        for code, tally in p.findings.items():
+            findings[code] = findings[code].merged(tally, cap) if code in findings else tally
+        for key, st in p.stats.items():
+            stats[key] = stats[key].merged(st) if key in stats else st
+        for key, lt in p.labels.items():
+            labels[key] = labels[key].merged(lt, cap) if key in labels else lt
+        for key, n in p.counters.items():
+            counters[key] = counters.get(key, 0) + n
+        for family, entries in p.groups.items():
+            target = groups.setdefault(family, {})
+            for key, locs in entries.items():
+                target.setdefault(key, []).extend(locs)
+        info.update(p.info)
+    for entries in groups.values():
+        for locs in entries.values():
+            locs.sort(key=Location.sort_key)
+    return Partial.model_construct(
         cap=cap,
-        shards=a.shards + b.shards,
-        items=a.items + b.items,
-        bytes=a.bytes + b.bytes,
+        shards=sum(p.shards for p in parts),
+        items=sum(p.items for p in parts),
+        bytes=sum(p.bytes for p in parts),
         findings=findings,
         stats=stats,
         labels=labels,
         counters=counters,
         groups=groups,
-        info={**a.info, **b.info},
+        info=info,
     )

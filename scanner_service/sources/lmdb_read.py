@@ -945,19 +945,18 @@ class _ImageReader(_Reader):
 
 
 class _Pages:
-    """The records of one shard's leaf pages, and windows of the file holding their values.
+    """The records of one shard's leaf pages, and a read-only mapping of the file holding their values.
 
-    Values are read with ``pread`` into a reused buffer a window (``WINDOW`` bytes) at a time, following the
-    file: cheaper than mapping every page, then unmapping it. When the values are not laid out in key order in
-    the file, the file is mapped read-only instead and read as one window.
+    The mapping copies nothing: a value's pages are mapped from the page cache when the checks first touch
+    them, and count as page cache, not as the process's own memory. Measured on a 4.4 GB environment of 1M
+    Datums, reading the same values with ``pread`` into a reused buffer spent more time copying than the
+    checks took. A file that shrinks under the mapping kills the reader with SIGBUS: the pool retries, then
+    isolates the record (``lmdb-corrupt``), as for any reader that dies.
     """
-
-    WINDOW = 8 << 20
 
     def __init__(self, fd: int, size: int, psize: int, leaves: np.ndarray[Any, Any], records: Records) -> None:
         self.fd, self.size, self.psize, self.records = fd, size, psize, records
         self.keys = memoryview(leaves.data)
-        self.buffer = bytearray()
         self.mapped: mmap.mmap | None = None
         self.view: np.ndarray[Any, Any] = np.empty(0, np.uint8)
         self.data = memoryview(b"")
@@ -994,55 +993,10 @@ class _Pages:
         return self.data[at : at + int(self.records.value_len[offset])]
 
     def windows(self) -> Iterator[tuple[int, int]]:
-        """Successive (i, j): the values of records i..j-1 are in ``view`` (file offset ``base``) meanwhile.
-
-        Values mostly follow key order in the file (an environment written in key order), with a jump back
-        where a later transaction reused freed pages: each run in file order is read a window at a time.
-        Values scattered all over the file are read from a mapping of the whole file instead.
-        """
-        rec = self.records
-        n = len(rec)
-        need = rec.damaged == 0
-        wanted = np.flatnonzero(need)
-        if not wanted.size:
-            yield 0, n
-            return
-        low = rec.value_at // self.psize * self.psize  # the value's page (an overflow page's header included)
-        top = np.where(need, rec.value_at + rec.value_len, 0)
-        backs = wanted[1:][np.diff(low[wanted]) < 0]
-        if backs.size * 16 > wanted.size:
-            self._map()
-            check_overflow(rec, self.view, 0, self.psize, 0, n)
-            yield 0, n
-            return
-        edges = [0, *backs.tolist(), n]
-        for first, end in itertools.pairwise(edges):
-            high = np.maximum.accumulate(top[first:end])
-            i = first
-            while i < end:
-                at = int(np.searchsorted(wanted, i))
-                if at == wanted.size or wanted[at] >= end:
-                    yield i, end
-                    break
-                lead = int(wanted[at])
-                start = int(low[lead])
-                j = first + int(np.searchsorted(high, start + self.WINDOW, side="right"))
-                j = min(end, max(lead + 1, j))
-                self._read(start, int(high[j - 1 - first]))
-                check_overflow(rec, self.view, start, self.psize, i, j)
-                yield i, j
-                i = j
-
-    def _read(self, start: int, end: int) -> None:
-        if end - start > len(self.buffer):
-            self.data.release()
-            self.buffer = _buffer("window", max(end - start, self.WINDOW))
-        self.data = memoryview(self.buffer)
-        got = os.preadv(self.fd, [self.data[: end - start]], start)
-        if got < end - start:  # the file shrank since planning
-            raise OSError(f"{end - start - got} bytes missing at offset {start + got}")
-        self.view = np.frombuffer(self.buffer, np.uint8, count=end - start)
-        self.base = start
+        """(0, n): the values of every record of the shard are in ``view`` (file offset ``base``)."""
+        self._map()
+        check_overflow(self.records, self.view, 0, self.psize, 0, len(self.records))
+        yield 0, len(self.records)
 
     def _map(self) -> None:
         self.mapped = mmap.mmap(self.fd, 0, access=mmap.ACCESS_READ)

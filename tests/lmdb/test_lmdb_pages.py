@@ -13,7 +13,6 @@ from scanner_service import ScanConfig, plan
 from scanner_service.engine import scan_shard
 from scanner_service.partial import Partial, merge
 from scanner_service.sources.lmdb_pages import read_tree
-from scanner_service.sources.lmdb_read import _Pages
 from tests.conftest import finding, run_scan
 from tests.lmdb.conftest import P_LEAF, datum, jpeg, key, node_of, page_flags, page_size, patch
 
@@ -77,21 +76,11 @@ def shuffled(records: Callable[[], list[tuple[str, bytes]]]) -> Callable[[], lis
 
 
 @pytest.mark.parametrize(
-    ("records", "window"),
-    [
-        (mixed_records, 8 << 20),
-        (float_records, 8 << 20),
-        (mixed_records, 1 << 16),
-        (float_records, 1 << 13),
-        (shuffled(mixed_records), 8 << 20),
-        (shuffled(float_records), 8 << 20),
-    ],
-    ids=["raw", "floats", "raw-small-windows", "floats-small-windows", "raw-shuffled", "floats-shuffled"],
+    "records",
+    [mixed_records, float_records, shuffled(mixed_records), shuffled(float_records)],
+    ids=["raw", "floats", "raw-shuffled", "floats-shuffled"],
 )
-def test_pages_and_cursor_read_the_same(
-    make_env: EnvMaker, records: Callable[[], list[tuple[str, bytes]]], window: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_Pages, "WINDOW", window)
+def test_pages_and_cursor_read_the_same(make_env: EnvMaker, records: Callable[[], list[tuple[str, bytes]]]) -> None:
     direct, cursor = by_both_paths(make_env(records()), max_locations=50)
     assert direct.items == cursor.items == len(records())
     assert direct.findings.keys() == cursor.findings.keys()
@@ -166,9 +155,7 @@ def test_a_damaged_node_costs_only_its_record(make_env: EnvMaker) -> None:
     assert report.summary.items_scanned == 400 and report.labels[0].total == 399
 
 
-@pytest.mark.parametrize("window", [8 << 20, 1 << 16], ids=["windows", "values-larger-than-a-window"])
-def test_values_over_many_pages(make_env: EnvMaker, window: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_Pages, "WINDOW", window)
+def test_values_over_many_pages(make_env: EnvMaker) -> None:
     records = [(key(i), datum(shape=(3, 200, 200), label=i % 3, seed=i)) for i in range(60)]
     records[41] = (key(41), datum(shape=(3, 200, 200), data=b"\x07" * 100_000, label=1))
     direct, cursor = by_both_paths(make_env(records))

@@ -41,6 +41,13 @@ class ScanConfig(BaseModel):
     root: str | None = Field(None, description="folder that image list paths are relative to")
     min_size: int = Field(32, ge=1, description="tiny-image: smallest acceptable short side, pixels")
     max_pixels: int = Field(178_956_970, ge=1, description="decompression-bomb: largest declared pixel count")
+    confine: tuple[str, ...] = Field(
+        (),
+        description=(
+            "folders every file read must resolve into, symlinks followed (the service sets its data roots); "
+            "a file that resolves elsewhere is reported as unreadable-file and never opened"
+        ),
+    )
 
     @field_validator("select", "ignore", mode="before")
     @classmethod

@@ -81,6 +81,9 @@ def create_scan(
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
                 f"callback_url host {host!r} is not allowed (allowed hosts: {allowed})",
             )
+    # Every file the workers read must resolve into the data roots too: a link inside a dataset folder that
+    # points elsewhere is reported, never followed.
+    config = config.model_copy(update={"confine": tuple(str(root) for root in settings.data_roots)})
     options = config.model_dump(mode="json", exclude_defaults=True)
     try:
         digest = request_digest(target, options, callback)

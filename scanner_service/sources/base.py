@@ -7,6 +7,7 @@ source means the dataset cannot be scanned at all (``SourceError``).
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,6 +61,20 @@ class Source(ABC):
     def __init__(self, path: Path, config: ScanConfig) -> None:
         self.path = path
         self.config = config
+        self._roots: list[str] | None = None
+
+    def outside(self, path: Path | str) -> str | None:
+        """Why ``path`` must not be read: it resolves (symlinks followed) outside ``config.confine``. None
+        when it may be read, or when the scan is not confined. Checked before a file is even looked at, so a
+        confined scan says nothing about files elsewhere (not even whether they exist)."""
+        if not self.config.confine:
+            return None
+        if self._roots is None:
+            self._roots = [os.path.realpath(root) for root in self.config.confine]
+        real = os.path.realpath(path)
+        if any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots):
+            return None
+        return "it resolves outside the allowed data roots (a link out of the dataset?): not read"
 
     @classmethod
     @abstractmethod

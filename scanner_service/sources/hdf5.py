@@ -170,6 +170,10 @@ class Hdf5Source(Source):
         self, path: Path, rel: str, line: int | None, partial: Partial, stream_offsets: dict[str, int]
     ) -> list[dict[str, Any]]:
         where = Location(path=rel, line=line)
+        refused = self.outside(path)
+        if refused is not None:
+            partial.add("S001", where.model_copy(update={"detail": refused}))
+            return []
         try:
             if path.stat().st_size == 0:
                 partial.add("S001", where.model_copy(update={"detail": "empty file (0 bytes)"}))

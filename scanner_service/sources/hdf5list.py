@@ -41,6 +41,10 @@ class Hdf5ListSource(Hdf5Source):
                 continue
             where = Location(path=list_name, line=number)
             target = Path(entry) if Path(entry).is_absolute() else self.root / entry
+            refused = self.outside(target)
+            if refused is not None:
+                partial.add("S001", where.model_copy(update={"detail": f"{entry}: {refused}"}))
+                continue
             if target.is_file():  # the whole line is the path, spaces included, as Caffe reads it
                 files.append((target, number))
                 continue

@@ -137,6 +137,10 @@ class ImageListSource(ImageFilesSource):
         for line, entry, raw in rows:
             label = index[raw] if isinstance(raw, str) else raw
             target = Path(entry) if os.path.isabs(entry) else root / entry
+            refused = self.outside(target)
+            if refused is not None:
+                partial.add("S001", Location(path=entry, line=line, detail=refused))
+                continue
             try:
                 st = target.stat()
             except FileNotFoundError:

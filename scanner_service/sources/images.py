@@ -218,8 +218,13 @@ class ImageFilesSource(Source):
         for i, rel in enumerate(paths):
             line = lines[i]
             where = Location(path=rel, line=line)
+            full = os.path.join(root, rel)
+            refused = self.outside(full)
+            if refused is not None:
+                yield ReadFailure("S001", where.model_copy(update={"detail": refused}), items=1)
+                continue
             try:
-                with open(os.path.join(root, rel), "rb", buffering=0) as fh:
+                with open(full, "rb", buffering=0) as fh:
                     data = fh.read(HEAD_BYTES) if sizes[i] > WHOLE_FILE_LIMIT else fh.read()
                     if len(data) == HEAD_BYTES and sniff(data) is not None:
                         data += fh.read()  # a big image: read it all; big non-images stay a head

@@ -63,6 +63,11 @@ class LmdbSource(Source):
     def plan(self) -> Plan:
         partial = Partial(cap=self.config.max_locations)
         rel = self.relative(self.data_file)
+        refused = self.outside(self.data_file)
+        if refused is not None:
+            partial.add("S001", Location(path=rel, detail=refused))
+            info = SourceInfo(kind=self.kind, path=str(self.path), root=str(self.root), files=1)
+            return Plan(source=info, shards=[], partial=partial)
         chosen = self.decoder()
         size = self.data_file.stat().st_size
         info = SourceInfo(kind=self.kind, path=str(self.path), root=str(self.root), files=1, bytes=size)

@@ -321,7 +321,7 @@ def comparable(report: dict[str, Any]) -> dict[str, Any]:
         "labels": report["labels"],
         "statistics": report["statistics"],
         "source": {k: v for k, v in report["source"].items() if k not in ("path", "root")},
-        "config": report["config"],
+        "config": {k: v for k, v in report["config"].items() if k != "confine"},  # the service's data roots
     }
 
 

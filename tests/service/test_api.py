@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
+from PIL import Image
 
 from scanner_service.render import render
 from scanner_service.report import Report
@@ -111,6 +113,24 @@ def test_paths_outside_the_roots_are_refused(service: Service, tmp_path: Path) -
             assert r.status_code in (200, 202)
     finally:
         link.unlink()
+
+
+def test_links_out_of_the_roots_inside_a_dataset_are_not_followed(service: Service, tmp_path: Path) -> None:
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "passwd.jpg").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    folder = service.data_root / f"linked-{os.getpid()}-{time.monotonic_ns()}"
+    (folder / "cat").mkdir(parents=True)
+    Image.fromarray(np.arange(48 * 64 * 3, dtype=np.uint8).reshape(48, 64, 3)).save(folder / "cat" / "real.png")
+    (folder / "cat" / "leak.jpg").symlink_to(outside / "passwd.jpg")
+    with service.client() as client:
+        state = wait_job(client, submit(client, folder, force=True)["id"])
+        assert state["status"] == "succeeded", state
+        report = client.get(f"/api/v1/scans/{state['id']}/report").json()
+    refused = next(f for f in report["findings"] if f["code"] == "S001")
+    assert [loc["path"] for loc in refused["locations"]] == ["cat/leak.jpg"]
+    assert "outside the allowed data roots" in refused["locations"][0]["detail"]
+    assert "I002" not in {f["code"] for f in report["findings"]}  # its content was never looked at
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,95 @@
+"""A confined scan (the service confines to its data roots) never reads a file that resolves elsewhere."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.conftest import codes, finding, run_scan, write_h5
+
+REFUSED = "resolves outside the allowed data roots"
+
+
+def png_file(path: Path, value: int) -> Path:
+    out = io.BytesIO()
+    Image.fromarray(np.full((40, 40, 3), value, np.uint8) + np.arange(40, dtype=np.uint8)[:, None, None]).save(
+        out, "PNG"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(out.getvalue())
+    return path
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> tuple[Path, Path]:
+    """(data root, a folder outside it holding a file with a NaN and a non-image)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    bad = np.zeros((10, 3), np.float32)
+    bad[4, 1] = np.nan
+    write_h5(outside / "secret.h5", {"x": bad})
+    (outside / "secret.jpg").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    return root, outside
+
+
+def test_image_folder_link_out_is_reported_not_read(places: tuple[Path, Path]) -> None:
+    root, outside = places
+    data = root / "imgs"
+    png_file(data / "cat" / "a.png", 10)
+    (data / "cat" / "b.jpg").symlink_to(outside / "secret.jpg")
+    confined = run_scan(data, confine=(str(root),))
+    refused = finding(confined, "S001")
+    assert [(loc.path, REFUSED in (loc.detail or "")) for loc in refused.locations] == [("cat/b.jpg", True)]
+    assert "I002" not in codes(confined)  # never opened: nothing is said of its content
+    assert "I002" in codes(run_scan(data))  # unconfined (the CLI), the link is followed as loaders do
+
+
+def test_lists_naming_files_outside_are_reported_without_looking_at_them(places: tuple[Path, Path]) -> None:
+    root, outside = places
+    png_file(root / "a.png", 5)
+    images = root / "train.txt"
+    images.write_text(f"a.png 0\n{outside / 'secret.jpg'} 1\n{outside / 'does-not-exist.jpg'} 1\n")
+    report = run_scan(images, confine=(str(root),))
+    assert sorted(loc.line for loc in finding(report, "S001").locations) == [2, 3]
+    assert "S004" not in codes(report)  # whether a file exists out there is not said either
+    h5list = root / "h5.txt"
+    write_h5(root / "ok.h5", {"x": np.ones((4, 2), np.float32)})
+    h5list.write_text(f"ok.h5\n{outside / 'secret.h5'}\n")
+    report = run_scan(h5list, confine=(str(root),))
+    assert [loc.line for loc in finding(report, "S001").locations] == [2]
+    assert "V001" not in codes(report)
+
+
+def test_hdf5_folder_and_lmdb_file_linked_from_outside(places: tuple[Path, Path], tmp_path: Path) -> None:
+    root, outside = places
+    folder = root / "h5"
+    write_h5(folder / "ok.h5", {"x": np.ones((4, 2), np.float32)})
+    (folder / "linked.h5").symlink_to(outside / "secret.h5")
+    report = run_scan(folder, confine=(str(root),))
+    assert [loc.path for loc in finding(report, "S001").locations] == ["linked.h5"]
+    assert "V001" not in codes(report)
+    assert "V001" in codes(run_scan(folder))
+    env_dir = outside / "env"
+    with lmdb.open(str(env_dir), map_size=1 << 20) as env, env.begin(write=True) as txn:
+        txn.put(b"k", b"v")
+    linked = root / "db"
+    linked.mkdir()
+    (linked / "data.mdb").symlink_to(env_dir / "data.mdb")
+    report = run_scan(linked, confine=(str(root),))
+    assert [loc.path for loc in finding(report, "S001").locations] == ["data.mdb"]
+    assert report.summary.items_scanned == 0
+
+
+def test_a_confined_scan_of_data_inside_is_the_same_scan(tmp_path: Path) -> None:
+    data = tmp_path / "root" / "d.h5"
+    values = np.ones((20, 4), np.float32)
+    values[7, 2] = np.inf
+    write_h5(data, {"x": values})
+    plain, confined = run_scan(data), run_scan(data, confine=(str(tmp_path / "root"),))
+    assert [f.model_dump() for f in plain.findings] == [f.model_dump() for f in confined.findings]

@@ -13,6 +13,10 @@ from .partial import Partial, merge
 from .report import Report, build_report
 
 
+MERGE_EVERY = 8
+"""Partials held before they are merged into one."""
+
+
 class ProgressSink(Protocol):
     def start(self, total_items: int, total_bytes: int, shards: int) -> None: ...
     def advance(self, items: int, nbytes: int) -> None: ...
@@ -46,11 +50,15 @@ def scan(
         pool.start()
     if progress:
         progress.start(source.items, source.bytes, len(planned.shards))
-    if pool is None:
-        for shard in planned.shards:
-            partials.append(scan_shard(source.kind, source.path, shard, config, progress=advance))
-    else:
-        partials.extend(pool.run(planned.shards, advance))
+    done = (
+        (scan_shard(source.kind, source.path, shard, config, progress=advance) for shard in planned.shards)
+        if pool is None
+        else pool.run(planned.shards, advance)
+    )
+    for part in done:  # folded in as they come: memory does not grow with the number of shards
+        partials.append(part)
+        if len(partials) >= MERGE_EVERY:
+            partials = [merge(partials)]
     if progress:
         progress.finish()
     return build_report(source, merge(partials), config, time.perf_counter() - started)

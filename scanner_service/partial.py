@@ -92,9 +92,10 @@ class DatasetStats(BaseModel):
         na, nb = np.asarray(self.count, np.float64), np.asarray(other.count, np.float64)
         ma, mb = np.asarray(self.mean), np.asarray(other.mean)
         total = na + nb
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             frac = np.where(total > 0, nb / np.maximum(total, 1), 0.0)
-        delta = mb - ma
+            delta = mb - ma
+            m2 = np.asarray(self.m2) + np.asarray(other.m2) + delta * delta * na * frac
         seen_a, seen_b = na > 0, nb > 0
         lo = np.where(seen_a & seen_b, np.minimum(self.min, other.min), np.where(seen_a, self.min, other.min))
         hi = np.where(seen_a & seen_b, np.maximum(self.max, other.max), np.where(seen_a, self.max, other.max))
@@ -102,7 +103,7 @@ class DatasetStats(BaseModel):
             update={
                 "count": (np.asarray(self.count) + np.asarray(other.count)).tolist(),
                 "mean": (ma + delta * frac).tolist(),
-                "m2": (np.asarray(self.m2) + np.asarray(other.m2) + delta * delta * na * frac).tolist(),
+                "m2": m2.tolist(),
                 "min": lo.tolist(),
                 "max": hi.tolist(),
                 "nan": self.nan + other.nan,

@@ -111,7 +111,7 @@ class Moments:
 
     def to_stats(self) -> DatasetStats:
         m = self.meta
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             nu, nt = self.n.astype(np.float64), self.tn.astype(np.float64)
             mean_u = np.where(nu > 0, self.s1 / np.maximum(nu, 1), 0.0)
             m2_u = np.maximum(0.0, self.s2 - self.s1 * mean_u)
@@ -150,7 +150,16 @@ def flush_moments(moments: dict[str, Moments], partial: Partial) -> None:
 
 
 def summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary:
-    """Update the dataset's running moments with ``block`` and return what the checks need of it."""
+    """Update the dataset's running moments with ``block`` and return what the checks need of it.
+
+    Values near the top of their type's range (float32 beyond 1.8e19: their squares overflow) make
+    non-finite sums: those channels take the float64 path, and nothing warns on the way.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _summarize(block, moments)
+
+
+def _summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary:
     meta = block.meta
     acc = moments.get(meta.stats_key)
     if acc is None:
@@ -177,7 +186,8 @@ def summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary:
             squares = np.einsum("ncj,ncj->c", view, view).astype(np.float64)
         per = view.shape[0] * view.shape[2]
         mean = sums / per
-        ill = (squares / per - mean * mean < ILL_CONDITIONED * squares / per) & (lo != hi)
+        overflow = ~(np.isfinite(sums) & np.isfinite(squares))
+        ill = overflow | ((squares / per - mean * mean < ILL_CONDITIONED * squares / per) & (lo != hi))
         well = ~ill
         acc.n[sl] += np.where(well, per, 0)
         acc.s1[sl] += np.where(well, sums, 0.0)

@@ -153,3 +153,16 @@ def test_folder_of_files_relative_posix_paths(tmp_path: Path, rng: np.random.Gen
     assert report.source.kind == "hdf5"
     assert [loc.short() for loc in finding(report, "V001").locations] == ["b/two.hdf5:/x[4]"]
     assert codes(report) == {"V001"}
+
+
+def test_values_near_the_top_of_float32_keep_exact_statistics_and_no_warning(tmp_path: Path) -> None:
+    data = np.random.default_rng(3).random((300, 4)).astype(np.float32)
+    data[3, 0] = 3e38  # its square overflows float32 (pytest turns a RuntimeWarning into a failure)
+    data[200, 0] = -2e38
+    path = write_h5(tmp_path / "top.h5", {"x": (data, {"chunks": (100, 4)})})
+    report = run_scan(path, shard_bytes=1 << 12)
+    stats = report.statistics[0]
+    wide = data.astype(np.float64)
+    assert stats.std == pytest.approx(float(wide.std()), rel=1e-6)
+    assert stats.channels[0]["std"] == pytest.approx(float(wide[:, 0].std()), rel=1e-6)
+    assert [loc.index for loc in finding(report, "V003").locations] == [3, 200]

@@ -12,7 +12,6 @@ from .engine import plan, scan_shard
 from .partial import Partial, merge
 from .report import Report, build_report
 
-
 MERGE_EVERY = 8
 """Partials held before they are merged into one."""
 

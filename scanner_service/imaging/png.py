@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import deflate
 import numpy as np
 
 try:
@@ -87,7 +88,9 @@ def raw_size(width: int, height: int, bits: int, interlace: int) -> int:
     return sum(ph * (1 + (pw * bits + 7) // 8) for pw, ph in _passes(width, height, interlace))
 
 
-def _bad_filter_row(raw: bytes, width: int, height: int, bits: int, interlace: int) -> tuple[int, int] | None:
+def _bad_filter_row(
+    raw: bytes | bytearray, width: int, height: int, bits: int, interlace: int
+) -> tuple[int, int] | None:
     """(row, filter type) of the first row with a filter type above 4, else None."""
     if not interlace:
         stride = 1 + (width * bits + 7) // 8
@@ -110,9 +113,21 @@ def _bad_filter_row(raw: bytes, width: int, height: int, bits: int, interlace: i
     return int(bad[0]), int(found[bad[0]])
 
 
-def _inflate(parts: list[Any], expected: int, what: str, damage: list[str]) -> bytes:
-    """Inflate a zlib stream split over chunks; exactly ``expected`` bytes or PngError."""
+def _inflate(parts: list[Any], expected: int, what: str, damage: list[str]) -> bytes | bytearray:
+    """Inflate a zlib stream split over chunks; exactly ``expected`` bytes or PngError.
+
+    libdeflate inflates a sound stream in one call (about 1.5x ISA-L), and its Adler-32 is checked; a stream
+    whose checksum is not its last four bytes (data after it), or that libdeflate refuses, is inflated again
+    step by step, which says exactly what is wrong.
+    """
     stream = parts[0] if len(parts) == 1 else b"".join(parts)
+    try:
+        whole = deflate.zlib_decompress(stream, expected)
+    except deflate.DeflateError:
+        pass
+    else:
+        if len(whole) == expected and bytes(stream[-4:]) == deflate.adler32(whole).to_bytes(4, "big"):
+            return whole
     d = fast_zlib.decompressobj()
     try:
         raw = d.decompress(stream, expected + 1)

@@ -4,7 +4,7 @@ Planning walks each file's tree without reading data. Shards are row ranges alig
 each dataset (row blocks for contiguous ones), packed up to ``shard_bytes``. Reading picks, per dataset:
 
 - large uncompressed chunks: the chunk index and ``os.preadv`` of the raw chunk into a reused buffer;
-- large gzip/shuffle chunks: ``read_direct_chunk`` and inflate with ISA-L (outside HDF5, no global lock);
+- large gzip/shuffle chunks: the raw chunk (``pread`` at its address) inflated with libdeflate, outside HDF5;
 - contiguous data: ``preadv`` of row blocks at the dataset's file offset;
 - everything else (small chunks, other filters, compact and virtual layouts): h5py row blocks.
 
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import deflate
 import h5py
 import numpy as np
 
@@ -36,12 +37,8 @@ from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import has_hdf5_suffix, is_hdf5_source
 
-try:
-    from isal import isal_zlib as fast_zlib
-except ImportError:  # pragma: no cover
-    import zlib as fast_zlib  # type: ignore[no-redef]
-
-ZLIB_ERROR: type[Exception] = fast_zlib.error  # type: ignore[assignment]
+ZLIB_ERROR: type[Exception] = deflate.DeflateError
+"""What libdeflate raises for damaged data (a bad stream, a wrong Adler-32, more data than the chunk holds)."""
 
 LABEL_NAMES = frozenset({"label", "labels", "y", "target", "targets"})
 
@@ -345,6 +342,8 @@ class _SegmentReader:
         self.dtype: np.dtype[Any] = self.ds.dtype
         self.block_bytes = source.config.block_bytes
         self.index: ChunkIndex | None = None
+        self.raw = bytearray()
+        """The stored (compressed) bytes of the chunk being decoded."""
         axis, channels = channel_layout(self.shape)
         self.meta = DatasetMeta(
             stats_key=f"{self.rel}::{self.name}",
@@ -561,15 +560,18 @@ class _SegmentReader:
             if got != size:
                 raise OSError(f"chunk truncated: {got} of {size} bytes")
             return
-        data: bytes = os.pread(self.fd, stored, at)
-        if len(data) != stored:
-            raise OSError(f"chunk truncated: {len(data)} of {stored} stored bytes")
+        if len(self.raw) < stored:
+            self.raw = bytearray(stored)
+        got = os.preadv(self.fd, [memoryview(self.raw)[:stored]], at)  # a reused buffer: no fresh pages per chunk
+        if got != stored:
+            raise OSError(f"chunk truncated: {got} of {stored} stored bytes")
+        data: bytes | bytearray | memoryview = memoryview(self.raw)[:stored]
         shuffled = False
         for i in reversed(range(len(filters))):
             if mask & (1 << i):
                 continue
             if filters[i] == FILTER_DEFLATE:
-                data = fast_zlib.decompress(data, bufsize=size)
+                data = deflate.zlib_decompress(data, size)  # libdeflate: 1.5x ISA-L on float data
             elif filters[i] == FILTER_SHUFFLE:
                 shuffled = self.dtype.itemsize > 1
         if len(data) != size:

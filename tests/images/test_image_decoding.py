@@ -87,6 +87,14 @@ def test_png_short_rows_and_extra_data() -> None:
     assert short.error is not None and "after 63 of 72 bytes" in short.error
     extra = inspect_image(make(zlib.compress(raw + b"\x00" * 9)), "e.png")
     assert extra.error is None and extra.damage == ["IDAT: more image data than the header declares"]
+    stream = zlib.compress(raw)
+    clean = inspect_image(make(stream), "c.png")
+    assert clean.error is None and clean.damage == []
+    trailing = inspect_image(make(stream + b"junk"), "t.png")  # inflates fine: the checksum is not at the end
+    assert trailing.error is None and trailing.damage == ["IDAT: 4 bytes after the end of the zlib stream"]
+    open_ended = inspect_image(make(stream[:-4]), "u.png")
+    assert open_ended.error is None
+    assert open_ended.damage == ["IDAT: the zlib stream is not terminated (no checksum)"]
 
 
 def test_apng_every_frame_is_checked(rng: np.random.Generator) -> None:

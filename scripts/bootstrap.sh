@@ -15,8 +15,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 stamp="$VENV/.dscan-installed"
-want="$(cat "$DSCAN_HOME/pyproject.toml" | sha256sum | cut -d' ' -f1)-$EXTRAS"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+digest="$(sha256sum < "$DSCAN_HOME/pyproject.toml" | cut -d' ' -f1)"
+want="$digest-$EXTRAS"
+have="$(cat "$stamp" 2>/dev/null || true)"
+# dev includes service: a venv set up for the tests also serves ./dscan, without a reinstall.
+if [ "$have" != "$want" ] && ! { [ "$EXTRAS" = service ] && [ "$have" = "$digest-dev" ]; }; then
   echo "dscan: installing dscan[$EXTRAS] and its dependencies (first run only)" >&2
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$DSCAN_HOME[$EXTRAS]" >&2

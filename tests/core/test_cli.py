@@ -158,3 +158,27 @@ def test_console_script_in_a_real_process(dirty: Path) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["findings"][0]["locations"][0]["index"] == 13
+
+
+@pytest.mark.slow
+def test_console_script_exits_at_once_with_everything_written(tmp_path: Path, dirty: Path) -> None:
+    """The console command ends the process without tearing down the interpreter: the exit status, a large
+    report piped to stdout, the file written with --output and the error message on stderr must all be there."""
+    out = tmp_path / "r.md"
+    cases = [
+        (["scan", str(dirty), "--format", "json", "--max-locations", "5000"], 1),
+        (["scan", str(dirty), "--format", "markdown", "--output", str(out)], 1),
+        (["scan", str(tmp_path / "missing.h5")], 2),
+        (["explain", "nan-value"], 0),
+    ]
+    for args, status in cases:
+        proc = subprocess.run([sys.executable, "-m", "scanner_service.cli", *args], capture_output=True, text=True)
+        assert proc.returncode == status, (args, proc.stderr)
+        if args[-1] == "5000":
+            assert json.loads(proc.stdout)["summary"]["passed"] is False
+        if "--output" in args:
+            assert out.read_text().startswith("#") and "V001" in out.read_text()
+        if status == 2:
+            assert "does not exist" in proc.stderr
+        if args[0] == "explain":
+            assert proc.stdout.startswith("# V001 nan-value")

@@ -475,20 +475,49 @@ class _SegmentReader:
         if tuple(chunks[1:]) != tuple(self.shape[1:]):
             yield from self._own_slabs(chunks)
             return
+        if self.index is not None and not _filters(self.ds):
+            yield from self._mapped_chunks(chunks, self.index)
+            return
+        yield from self._chunk_blocks(chunks, self.seg["start"], self.seg["stop"])
+
+    def _mapped_chunks(self, chunks: tuple[int, ...], index: ChunkIndex) -> Iterator[Any]:
+        """Uncompressed whole-row chunks: a block of chunks that lie one after the other in the file (as a
+        file written in order has them) is mapped as it is, without a copy; any other block is read chunk
+        by chunk (``_chunk_blocks``), which also isolates a chunk that cannot be read."""
+        chunk_bytes = math.prod(chunks) * self.dtype.itemsize
+        span = max(1, self.block_bytes // chunk_bytes) * chunks[0]
+        size = os.fstat(self.fd).st_size
+        rest = (0,) * (len(self.shape) - 1)
+        for r in range(self.seg["start"], self.seg["stop"], span):
+            end = min(self.seg["stop"], r + span)
+            where = [index.lookup((q, *rest))[0] for q in range(r, end, chunks[0])]
+            first = where[0]
+            rows = end - r
+            if (
+                first is not None
+                and all(at == first + k * chunk_bytes for k, at in enumerate(where))
+                and first + rows * self.row_bytes <= size
+            ):
+                yield self._block(self._mapped(first, rows).reshape(rows, *self.shape[1:]), (r, *rest))
+            else:
+                yield from self._chunk_blocks(chunks, r, end)
+
+    def _chunk_blocks(self, chunks: tuple[int, ...], start: int, stop: int) -> Iterator[Any]:
+        """Whole-row chunks of rows ``start``..``stop`` decoded one by one into blocks of about ``block_bytes``."""
         chunk_bytes = math.prod(chunks) * self.dtype.itemsize
         group = max(1, self.block_bytes // chunk_bytes)
         buf = bytearray(group * chunk_bytes)
         view = memoryview(buf)
         filters = _filters(self.ds)
         rest = (0,) * (len(self.shape) - 1)
-        filled, block_start = 0, self.seg["start"]
+        filled, block_start = 0, start
 
         def flush() -> NumericBlock:
             rows = min(filled * chunks[0], self.shape[0] - block_start)
             data = np.frombuffer(buf, self.dtype, count=rows * self.row_bytes // self.dtype.itemsize)
             return self._block(data.reshape(rows, *self.shape[1:]), (block_start, *rest))
 
-        for offset in self._chunk_offsets(chunks, self.seg["start"], self.seg["stop"]):
+        for offset in self._chunk_offsets(chunks, start, stop):
             label = _chunk_label(offset, chunks)
             valid = tuple(slice(0, min(c, s - o)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
             target = view[filled * chunk_bytes : (filled + 1) * chunk_bytes]

@@ -166,3 +166,24 @@ def test_values_near_the_top_of_float32_keep_exact_statistics_and_no_warning(tmp
     assert stats.std == pytest.approx(float(wide.std()), rel=1e-6)
     assert stats.channels[0]["std"] == pytest.approx(float(wide[:, 0].std()), rel=1e-6)
     assert [loc.index for loc in finding(report, "V003").locations] == [3, 200]
+
+
+def test_large_uncompressed_chunks_in_any_file_order(tmp_path: Path) -> None:
+    """Whole-row chunks lying one after the other in the file are mapped as blocks; chunks written out of
+    order (here last to first) are read one by one: both give the same exact answer."""
+    data = np.random.default_rng(5).normal(size=(2000, 512)).astype(np.float32)
+    for r in (3, 700, 1999):
+        data[r, 100] = np.nan
+    in_order = write_h5(tmp_path / "in.h5", {"x": (data, {"chunks": (256, 512)})})
+    reverse = tmp_path / "rev.h5"
+    with h5py.File(reverse, "w") as fh:
+        ds = fh.create_dataset("x", shape=data.shape, dtype=np.float32, chunks=(256, 512))
+        for start in reversed(range(0, 2000, 256)):
+            ds[start : start + 256] = data[start : start + 256]
+    for path in (in_order, reverse):
+        report = run_scan(path, block_bytes=1 << 20, shard_bytes=3 << 20)
+        assert [loc.index for loc in finding(report, "V001").locations] == [3, 700, 1999], path.name
+        stats = report.statistics[0]
+        assert stats.count == data.size - 3
+        assert stats.max == pytest.approx(float(np.nanmax(data)), rel=1e-6)
+        assert stats.min == pytest.approx(float(np.nanmin(data)), rel=1e-6)

@@ -88,26 +88,33 @@ class DatasetStats(BaseModel):
         )
 
     def merged(self, other: DatasetStats) -> DatasetStats:
-        """Chan's parallel formula, per channel, vectorised."""
-        na, nb = np.asarray(self.count, np.float64), np.asarray(other.count, np.float64)
-        ma, mb = np.asarray(self.mean), np.asarray(other.mean)
-        total = na + nb
+        return DatasetStats.combined([self, other])
+
+    @staticmethod
+    def combined(parts: list[DatasetStats]) -> DatasetStats:
+        """The statistics of the union of ``parts`` (Chan's formula for any number of parts, per channel,
+        vectorised: one pass whatever the number of shards)."""
+        if len(parts) == 1:
+            return parts[0]
+        n = np.array([p.count for p in parts], np.float64)
+        means = np.array([p.mean for p in parts], np.float64)
+        seen = n > 0
+        total = n.sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            frac = np.where(total > 0, nb / np.maximum(total, 1), 0.0)
-            delta = mb - ma
-            m2 = np.asarray(self.m2) + np.asarray(other.m2) + delta * delta * na * frac
-        seen_a, seen_b = na > 0, nb > 0
-        lo = np.where(seen_a & seen_b, np.minimum(self.min, other.min), np.where(seen_a, self.min, other.min))
-        hi = np.where(seen_a & seen_b, np.maximum(self.max, other.max), np.where(seen_a, self.max, other.max))
-        return self.model_copy(
+            mean = np.where(total > 0, (n * means).sum(axis=0) / np.maximum(total, 1), 0.0)
+            spread = np.where(seen, n * (means - mean) ** 2, 0.0).sum(axis=0)
+            m2 = np.array([p.m2 for p in parts], np.float64).sum(axis=0) + spread
+        lo = np.where(seen, np.array([p.min for p in parts], np.float64), np.inf).min(axis=0)
+        hi = np.where(seen, np.array([p.max for p in parts], np.float64), -np.inf).max(axis=0)
+        return parts[0].model_copy(
             update={
-                "count": (np.asarray(self.count) + np.asarray(other.count)).tolist(),
-                "mean": (ma + delta * frac).tolist(),
+                "count": np.array([p.count for p in parts], np.int64).sum(axis=0).tolist(),
+                "mean": mean.tolist(),
                 "m2": m2.tolist(),
-                "min": lo.tolist(),
-                "max": hi.tolist(),
-                "nan": self.nan + other.nan,
-                "inf": self.inf + other.inf,
+                "min": np.where(total > 0, lo, 0.0).tolist(),
+                "max": np.where(total > 0, hi, 0.0).tolist(),
+                "nan": sum(p.nan for p in parts),
+                "inf": sum(p.inf for p in parts),
             }
         )
 
@@ -229,7 +236,7 @@ def merge(partials: Iterable[Partial]) -> Partial:
         return parts[0]
     cap = max(p.cap for p in parts)
     findings: dict[str, FindingTally] = {}
-    stats: dict[str, DatasetStats] = {}
+    stats: dict[str, list[DatasetStats]] = {}
     labels: dict[str, LabelTally] = {}
     counters: dict[str, int] = {}
     groups: dict[str, dict[str, list[Location]]] = {}
@@ -238,7 +245,7 @@ def merge(partials: Iterable[Partial]) -> Partial:
         for code, tally in p.findings.items():
             findings[code] = findings[code].merged(tally, cap) if code in findings else tally
         for key, st in p.stats.items():
-            stats[key] = stats[key].merged(st) if key in stats else st
+            stats.setdefault(key, []).append(st)
         for key, lt in p.labels.items():
             labels[key] = labels[key].merged(lt, cap) if key in labels else lt
         for key, n in p.counters.items():
@@ -257,7 +264,7 @@ def merge(partials: Iterable[Partial]) -> Partial:
         items=sum(p.items for p in parts),
         bytes=sum(p.bytes for p in parts),
         findings=findings,
-        stats=stats,
+        stats={key: DatasetStats.combined(parts) for key, parts in stats.items()},
         labels=labels,
         counters=counters,
         groups=groups,

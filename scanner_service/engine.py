@@ -86,6 +86,7 @@ def scan_shard(
         partial.bytes += item.nbytes
         pending_items += item.items
         pending_bytes += item.nbytes
+        item = summary = None  # hold nothing while the source reads the next item (it may reuse or unmap memory)
         now = time.monotonic()
         if now - last >= progress_interval:
             if cancelled is not None and cancelled():

@@ -3,9 +3,11 @@
 Planning walks each file's tree without reading data. Shards are row ranges aligned to the chunk rows of
 each dataset (row blocks for contiguous ones), packed up to ``shard_bytes``. Reading picks, per dataset:
 
-- large uncompressed chunks: the chunk index and ``os.preadv`` of the raw chunk into a reused buffer;
-- large gzip/shuffle chunks: the raw chunk (``pread`` at its address) inflated with libdeflate, outside HDF5;
-- contiguous data: ``preadv`` of row blocks at the dataset's file offset;
+- large uncompressed chunks: their addresses from one walk of the chunk index (``hdf5_chunks``); chunks that
+  follow each other in the file are mapped read-only as one block (no copy), others read with ``preadv``
+  into a reused buffer; chunks that split rows are assembled into whole rows;
+- large gzip/shuffle chunks: the raw chunk (``preadv`` at its address) inflated with libdeflate, outside HDF5;
+- contiguous data: row blocks mapped read-only at the dataset's file offset;
 - everything else (small chunks, other filters, compact and virtual layouts): h5py row blocks.
 
 A block that fails is read again chunk by chunk, so a damaged chunk costs only its own rows: it becomes a
@@ -348,6 +350,8 @@ class _SegmentReader:
         self.index: ChunkIndex | None = None
         self.raw = bytearray()
         """The stored (compressed) bytes of the chunk being decoded."""
+        self.window: mmap.mmap | None = None
+        """The mapping of the last block handed out."""
         axis, channels = channel_layout(self.shape)
         self.meta = DatasetMeta(
             stats_key=f"{self.rel}::{self.name}",
@@ -645,8 +649,13 @@ class _SegmentReader:
         """
         nbytes = rows * self.row_bytes
         lead = at % mmap.ALLOCATIONGRANULARITY
-        window = mmap.mmap(self.fd, lead + nbytes, flags=MAP_FLAGS, prot=mmap.PROT_READ, offset=at - lead)
-        return np.frombuffer(window, self.dtype, count=nbytes // self.dtype.itemsize, offset=lead)
+        if self.window is not None:
+            # The checks are done with the previous block (the engine holds no item while the next one is
+            # read): unmap it now rather than when the collector gets to it. Still in use: left to the collector.
+            with contextlib.suppress(BufferError):
+                self.window.close()
+        self.window = mmap.mmap(self.fd, lead + nbytes, flags=MAP_FLAGS, prot=mmap.PROT_READ, offset=at - lead)
+        return np.frombuffer(self.window, self.dtype, count=nbytes // self.dtype.itemsize, offset=lead)
 
     # labels -------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .sniff import UNREADABLE, claimed_format, describe, sniff
+from .sniff import UNREADABLE, claimed_format, damaged_png_signature, describe, sniff
 from .verdict import Verdict
 
 # The decoders (jpeg: simplejpeg; pillow: Pillow; png: libdeflate) are imported on the first image, so scans of
@@ -82,9 +82,15 @@ def _jpeg_fallback(max_pixels: int) -> Any:
 
 
 def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pixels: int) -> None:
-    """Content no signature matches: Pillow may still know it (TGA, XPM ...); else it is no image."""
+    """Content no signature matches: a PNG whose signature is damaged, a format Pillow knows without a
+    signature (TGA, XPM ...), else no image."""
     from .pillow import judge
 
+    damaged = damaged_png_signature(data[:24])
+    if damaged is not None:
+        verdict.format = "png"
+        verdict.error = damaged
+        return
     probe = Verdict()
     judge(data, probe, max_pixels)
     known = probe.format is not None and probe.format != "unknown"

@@ -189,6 +189,28 @@ def describe(head: bytes | memoryview) -> str:
     return f"unknown binary data (starts with {h[:8].hex(' ')})"
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def damaged_png_signature(head: bytes | memoryview) -> str | None:
+    """Why ``head`` is a PNG with a damaged signature: its IHDR chunk is where a PNG's is (within a few
+    bytes), but its first bytes are not PNG's signature. None when it is no such file.
+
+    The signature is built to catch transfers that alter bytes: a cleared top bit (7-bit channels), line
+    endings converted (CR LF to LF, LF to CR LF), a control byte dropped."""
+    h = bytes(head[:24])
+    at = h.find(b"IHDR", 8)
+    if h[:8] == PNG_SIGNATURE or not 9 <= at <= 16 or b"PN" not in h[:4].upper():
+        return None
+    if at != 12:
+        hint = f"{'inserted' if at > 12 else 'dropped'}: line endings converted (a transfer in text mode?)"
+    elif h[0] == 0x09 and h[1:8] == PNG_SIGNATURE[1:]:
+        hint = "changed: the first byte lost its top bit (a 7-bit transfer?)"
+    else:
+        hint = "changed"
+    return f"damaged PNG signature ({h[:8].hex(' ')}; a PNG starts 89 50 4e 47 0d 0a 1a 0a): bytes {hint}"
+
+
 def claimed_format(name: str) -> str | None:
     """The image format a file name's extension claims, None when it claims none (or no image)."""
     dot = name.rfind(".")

@@ -292,3 +292,21 @@ def test_unusual_valid_jpegs_pass(tmp_path: Path, rng: np.random.Generator, opti
     entry = decoder_entry(v)
     assert entry is not None and entry[0] == judge
     assert inspect_image(data[: len(data) // 2], "u.jpg").error is not None
+
+
+def test_png_with_a_damaged_signature_is_a_corrupt_png() -> None:
+    """The PNGSuite's xs*/xcr/xlf files: a PNG whose signature a transfer altered is a damaged PNG (an error
+    that says what happened), not some unknown file."""
+    pixels = np.arange(64, dtype=np.uint8).reshape(8, 8)
+    good = png_bytes(pixels, 0, 8)
+    cases = {
+        "top bit cleared": (bytes([0x09]) + good[1:], "first byte lost its top bit"),
+        "lowercase letter": (good[:3] + b"g" + good[4:], "bytes changed"),
+        "CR added": (good[:4] + b"\r" + good[4:], "bytes inserted: line endings converted"),
+        "CR LF to LF": (good[:4] + good[5:], "bytes dropped: line endings converted"),
+    }
+    for name, (data, reason) in cases.items():
+        v = inspect_image(data, "x.png")
+        assert v.format == "png" and v.error is not None, name
+        assert v.error.startswith("damaged PNG signature") and reason in v.error, (name, v.error)
+    assert inspect_image(b"<html>PNG IHDR</html>" + good, "x.png").format is None  # not a PNG at all

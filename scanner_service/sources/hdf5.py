@@ -97,10 +97,14 @@ def is_label_name(name: str, labels_option: str | None) -> bool:
 @dataclass(slots=True)
 class _Dataset:
     name: str
+    """As locations name it: the dataset's path, and for a field of a compound dataset ``/t['x']``."""
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
     chunks: tuple[int, ...] | None
     is_label: bool
+    path: str = ""
+    """The dataset's path in the file, when it differs from ``name`` (a field)."""
+    field: str | None = None
 
     @property
     def rows(self) -> int:
@@ -208,7 +212,8 @@ class Hdf5Source(Source):
                 return
             full = "/" + name
             dtype = obj.dtype
-            if dtype.kind not in "fiu":
+            numeric_fields = [f for f in dtype.names or () if dtype[f].base.kind in "fiu"]
+            if dtype.kind not in "fiu" and not numeric_fields:
                 return
             unavailable = missing_filters(_filters(obj))
             if unavailable:
@@ -220,6 +225,14 @@ class Hdf5Source(Source):
             shape = tuple(int(n) for n in obj.shape) if obj.shape is not None else ()
             if math.prod(shape) == 0 if shape else False:
                 partial.add("S006", Location(path=rel, line=line, dataset=full, detail=f"shape {shape}"))
+                return
+            if numeric_fields and shape:  # a table (pandas' format="table", PyTables): every numeric column
+                for f in numeric_fields:
+                    sub = dtype[f]
+                    named = f"{full}['{f}']"
+                    found.append(_Dataset(named, (shape[0], *sub.shape), sub.base, None, False, full, f))
+                return
+            if dtype.kind not in "fiu":
                 return
             is_label = is_label_name(full, self.config.labels) and (
                 len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
@@ -262,6 +275,7 @@ class Hdf5Source(Source):
                     "labels": ds.is_label,
                     "stream_start": stream_start + start,
                     "bytes": (stop - start) * ds.row_bytes,
+                    **({"path": ds.path, "field": ds.field} if ds.field is not None else {}),
                 }
             )
         return out
@@ -343,9 +357,13 @@ class _SegmentReader:
         self.seg = seg
         self.rel: str = seg["file"]
         self.name: str = seg["dataset"]
-        self.ds: h5py.Dataset = fh[self.name]
+        self.ds: h5py.Dataset = fh[seg.get("path", self.name)]
+        self.field: str | None = seg.get("field")
         self.shape: tuple[int, ...] = tuple(int(n) for n in self.ds.shape) or (1,)
         self.dtype: np.dtype[Any] = self.ds.dtype
+        if self.field is not None:
+            column = self.ds.dtype[self.field]
+            self.shape, self.dtype = (self.shape[0], *column.shape), column.base
         self.block_bytes = source.config.block_bytes
         self.index: ChunkIndex | None = None
         self.raw = bytearray()
@@ -378,6 +396,9 @@ class _SegmentReader:
     def blocks(self) -> Iterator[Any]:
         if self.seg["labels"]:
             yield from self._label_blocks()
+            return
+        if self.field is not None:
+            yield from self._field_blocks(self.field)
             return
         plist = self.ds.id.get_create_plist()
         missing_filters(_filters(self.ds))  # a fresh worker process registers plugin filters here
@@ -431,6 +452,21 @@ class _SegmentReader:
                 yield from self._isolate(r, r + n)
                 continue
             yield self._block(buf[:n], (r, *([0] * (len(self.shape) - 1))))
+
+    def _field_blocks(self, field: str) -> Iterator[Any]:
+        """One numeric column of a compound dataset, read through HDF5 (which extracts the field)."""
+        start, stop = self.seg["start"], self.seg["stop"]
+        step = self._row_step()
+        column = self.ds.fields(field)
+        rest = (0,) * (len(self.shape) - 1)
+        for r in range(start, stop, step):
+            n = min(step, stop - r)
+            try:
+                data = np.asarray(column[r : r + n]).reshape(n, *self.shape[1:])
+            except (OSError, RuntimeError, ValueError) as exc:
+                yield self._failure(r, r + n, None, exc)
+                continue
+            yield self._block(data, (r, *rest))
 
     def _isolate(self, start: int, stop: int) -> Iterator[Any]:
         """Re-read a failed row range chunk by chunk: good chunks are scanned, bad ones reported."""

@@ -187,3 +187,27 @@ def test_large_uncompressed_chunks_in_any_file_order(tmp_path: Path) -> None:
         assert stats.count == data.size - 3
         assert stats.max == pytest.approx(float(np.nanmax(data)), rel=1e-6)
         assert stats.min == pytest.approx(float(np.nanmin(data)), rel=1e-6)
+
+
+def test_numeric_columns_of_a_compound_table_are_scanned(tmp_path: Path) -> None:
+    """pandas' format="table" (PyTables) stores a frame as one compound dataset: its numeric columns are
+    data like any other (a NaN in one is found at its row), its text columns are skipped."""
+    rows = 500
+    table = np.zeros(rows, dtype=[("index", "<i8"), ("values_block_0", "<f8", (3,)), ("name", "S8"), ("w", "<f4")])
+    table["index"] = np.arange(rows)
+    table["values_block_0"] = np.random.default_rng(1).normal(size=(rows, 3))
+    table["values_block_0"][123, 2] = np.nan
+    table["w"] = 1.5
+    table["w"][400] = np.inf
+    path = tmp_path / "frame.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("df/table", data=table, chunks=(64,))
+    report = run_scan(path, shard_bytes=1 << 12)
+    nan = finding(report, "V001")
+    assert [(loc.dataset, loc.index) for loc in nan.locations] == [("/df/table['values_block_0']", 123)]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V002").locations] == [("/df/table['w']", 400)]
+    names = sorted(s.dataset for s in report.statistics)
+    assert names == ["/df/table['index']", "/df/table['values_block_0']", "/df/table['w']"]
+    block = next(s for s in report.statistics if s.dataset.endswith("['values_block_0']"))
+    assert block.count == rows * 3 - 1 and len(block.channels) == 3
+    assert report.summary.items_scanned == rows * 3

@@ -23,6 +23,7 @@ from typing import Any
 
 import lmdb
 
+from ..errors import UnsupportedSource
 from ..items import ReadFailure
 from ..labels import label_tally
 from ..location import Location
@@ -30,7 +31,7 @@ from ..partial import Partial
 from ..records import PICKLE, Decoder, parse_decoder
 from .base import Plan, Shard, Source, SourceInfo
 from .lmdb_files import DATA_FILE, is_lmdb_source
-from .lmdb_pages import cut, read_tree, sample_values
+from .lmdb_pages import cut, is_database_record, read_tree, sample_values
 from .lmdb_read import LABEL_STREAM, READERS, _DatumReader, _Pages, key_text, unhex
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 
@@ -152,6 +153,13 @@ class LmdbSource(Source):
 
         found = detect(forward.sample)
         first = planner.first_key()
+        if found.decoder is None and forward.sample and all(map(is_database_record, forward.sample)):
+            raise UnsupportedSource(
+                f"{rel} keeps its records in named databases (the first is {key_text(first)!r}): dscan reads an "
+                "environment's main database only; copy the named database's records into the main database of "
+                "a new environment (lmdb.open(path, max_dbs=1).open_db(name)) and scan that",
+                str(self.path),
+            )
         if found.decoder is None:
             head = forward.sample[0][:16].hex(" ") if forward.sample else "?"
             detail = (

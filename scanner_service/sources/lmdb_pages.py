@@ -42,6 +42,8 @@ DB = struct.Struct("<IHHQQQQQ")
 INVALID = (1 << 64) - 1
 PAST_THE_END, NOT_OVERFLOW, BAD_NODE = 1, 2, 3
 F_SUBDATA = 0x02
+DB_FLAGS = 0x7E
+"""Every flag a database record may carry (reverse key, sorted duplicates, integer keys ...)."""
 DAMAGE = {
     BAD_NODE: "its node in the leaf page is damaged (offset, key size or flags out of bounds)",
     PAST_THE_END: "its node puts the value past the end of the file (a damaged size or page number)",
@@ -344,3 +346,15 @@ def sample_values(path: Path, tree: Tree, count: int, limit: int = 16 << 20) -> 
     except OSError:
         return None
     return values
+
+
+def is_database_record(value: bytes | memoryview) -> bool:
+    """Whether a main-database value is LMDB's record of a named database (an MDB_db: flags, depth, page
+    counts, entries, root), as ``env.open_db(name)`` leaves in the main database."""
+    if len(value) != DB.size:
+        return False
+    _pad, flags, depth, branch, leaf, overflow, entries, root = DB.unpack(bytes(value))
+    if flags & ~DB_FLAGS or depth > 64 or max(branch, leaf, overflow) >= 1 << 40:
+        return False
+    empty = root == INVALID and depth == 0 and entries == 0
+    return bool(empty or (depth > 0 and root < 1 << 48 and leaf > 0))

@@ -127,3 +127,17 @@ def test_cli_bad_decoder_is_a_usage_error(make_env: EnvMaker) -> None:
     done = dscan(str(path), "--decoder", "raw:float32")
     assert done.returncode == 2
     assert "raw:DTYPE:SHAPE" in done.stderr
+
+
+def test_records_kept_in_named_databases_are_a_clear_usage_error(tmp_path: Path) -> None:
+    """An environment whose main database holds only named databases is not read as if its database
+    records were bad values: the scan cannot run, and says why and what to do."""
+    path = tmp_path / "named"
+    with lmdb.open(str(path), max_dbs=2, map_size=1 << 24) as env:
+        train = env.open_db(b"train")
+        with env.begin(write=True) as txn:
+            for i in range(20):
+                txn.put(key(i).encode(), datum(label=i % 2, seed=i), db=train)
+    done = dscan(str(path), "-j", "1")
+    assert done.returncode == 2, done.stdout
+    assert "named databases (the first is 'train')" in done.stderr and "R001" not in done.stdout

@@ -12,6 +12,7 @@ import os
 # package (about 20 ms of every start). A plugin can still be enabled by setting the variable explicitly.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
+import contextlib
 import json
 import sys
 import tempfile
@@ -242,8 +243,9 @@ def run(argv: list[str] | None = None) -> None:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
             print(exc.code, file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError):  # a closed pipe (`dscan scan ... | head`): nothing more to write
+                stream.flush()
         os._exit(code)
 
 

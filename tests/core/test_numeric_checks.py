@@ -169,7 +169,7 @@ def test_values_near_the_top_of_float32_keep_exact_statistics_and_no_warning(tmp
 
 
 def test_large_uncompressed_chunks_in_any_file_order(tmp_path: Path) -> None:
-    """Whole-row chunks lying one after the other in the file are mapped as blocks; chunks written out of
+    """Whole-row chunks lying one after the other in the file are read as one block; chunks written out of
     order (here last to first) are read one by one: both give the same exact answer."""
     data = np.random.default_rng(5).normal(size=(2000, 512)).astype(np.float32)
     for r in (3, 700, 1999):

@@ -501,34 +501,32 @@ class _DatumReader(_Reader):
         pages = self.pages
         assert pages is not None
         at, length, damaged = pages.records.value_at, pages.records.value_len, pages.records.damaged
-        for first, end in pages.windows():
-            i = first
-            while i < end:
-                layout = self.layout
-                if layout is None:
-                    yield from self._one(i)
-                    i += 1
-                    continue
-                j = min(end, i + max(1, BLOCK_RECORDS - len(self.labels)))
-                match = _match_raw if layout.kind == self.datum.RAW else _match_floats
-                ok, labels, starts = match(pages.view, at[i:j] - pages.base, length[i:j], layout)
-                ok &= damaged[i:j] == 0
-                done = i
-                for stop in [*(np.flatnonzero(~ok) + i).tolist(), j]:
-                    if stop > done:
-                        yield from self._take(
-                            layout, done, stop, labels[done - i : stop - i], starts[done - i : stop - i]
-                        )
-                    if stop == j:
-                        done = j
-                        break
-                    yield from self._one(stop)
-                    done = stop + 1
-                    if self.layout is not layout:
-                        break
-                i = done
-                if len(self.labels) >= BLOCK_RECORDS:
-                    yield from self.flush(self.start + i)
+        pages.map()
+        i, end = 0, len(pages.records)
+        while i < end:
+            layout = self.layout
+            if layout is None:
+                yield from self._one(i)
+                i += 1
+                continue
+            j = min(end, i + max(1, BLOCK_RECORDS - len(self.labels)))
+            match = _match_raw if layout.kind == self.datum.RAW else _match_floats
+            ok, labels, starts = match(pages.view, at[i:j], length[i:j], layout)
+            ok &= damaged[i:j] == 0
+            done = i
+            for stop in [*(np.flatnonzero(~ok) + i).tolist(), j]:
+                if stop > done:
+                    yield from self._take(layout, done, stop, labels[done - i : stop - i], starts[done - i : stop - i])
+                if stop == j:
+                    done = j
+                    break
+                yield from self._one(stop)
+                done = stop + 1
+                if self.layout is not layout:
+                    break
+            i = done
+            if len(self.labels) >= BLOCK_RECORDS:
+                yield from self.flush(self.start + i)
         yield from self.flush(self.end)
 
     def _one(self, offset: int) -> Iterator[Any]:
@@ -561,7 +559,7 @@ class _DatumReader(_Reader):
         assert pages is not None
         rows = self._rows(layout)
         size, count, tag = layout.size, layout.count, self.datum.TAG_FLOAT
-        offsets = pages.records.value_at[a:b] - pages.base + starts
+        offsets = pages.records.value_at[a:b] + starts
         k = 0
         while k < b - a:
             row = rows.fill // size
@@ -960,7 +958,6 @@ class _Pages:
         self.mapped: mmap.mmap | None = None
         self.view: np.ndarray[Any, Any] = np.empty(0, np.uint8)
         self.data = memoryview(b"")
-        self.base = 0
 
     @classmethod
     def open(cls, path: Path, spec: dict[str, Any]) -> _Pages | None:
@@ -989,20 +986,16 @@ class _Pages:
         return bytes(self.keys[at : at + int(self.records.key_len[offset])])
 
     def value(self, offset: int) -> memoryview:
-        at = int(self.records.value_at[offset]) - self.base
+        at = int(self.records.value_at[offset])
         return self.data[at : at + int(self.records.value_len[offset])]
 
-    def windows(self) -> Iterator[tuple[int, int]]:
-        """(0, n): the values of every record of the shard are in ``view`` (file offset ``base``)."""
-        self._map()
-        check_overflow(self.records, self.view, 0, self.psize, 0, len(self.records))
-        yield 0, len(self.records)
-
-    def _map(self) -> None:
+    def map(self) -> None:
+        """Map the file: ``view`` and ``data`` then hold every value at its file offset; overflow pages are
+        checked before any value is read."""
         self.mapped = mmap.mmap(self.fd, 0, access=mmap.ACCESS_READ)
         self.view = np.frombuffer(self.mapped, np.uint8)
         self.data = memoryview(self.mapped)
-        self.base = 0
+        check_overflow(self.records, self.view, 0, self.psize, 0, len(self.records))
 
     def close(self) -> None:
         self.view = np.empty(0, np.uint8)

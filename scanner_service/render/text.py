@@ -57,7 +57,8 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
         title = f"labels {lab.dataset or lab.path}: {lab.total:,} labels, {lab.distinct} classes"
         if lab.imbalance_ratio:
             title += f", imbalance {lab.imbalance_ratio:.1f}x"
-        table = Table(title=title, title_justify="left", show_edge=False)
+        console.print(Text(title, style="bold"))  # above the table, not its title: a narrow table would wrap it
+        table = Table(show_edge=False)
         table.add_column("class", justify="right")
         table.add_column("count", justify="right")
         table.add_column("fraction", justify="right")

@@ -66,7 +66,7 @@ def open_source(path: Path, config: ScanConfig, kind: str | None = None) -> Sour
     """The source object for ``path`` (format detected unless ``kind`` is given)."""
     path = path.absolute()
     chosen = kind or detect_kind(path)
-    cls = source_class(chosen) if chosen not in BY_KIND else BY_KIND[chosen]
+    cls = source_class(chosen)
     if not path.exists():
         raise SourceNotFound(f"{path} does not exist", str(path))
     return cls(path, config)

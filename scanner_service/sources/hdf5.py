@@ -517,7 +517,7 @@ class _SegmentReader:
     def _adjacent_chunks(self, chunks: tuple[int, ...], index: ChunkIndex) -> Iterator[Any]:
         """Uncompressed whole-row chunks: a block of chunks that lie one after the other in the file (as a
         file written in order has them) is read with one ``preadv`` into a reused buffer, where the checks
-        then find it in the CPU's cache (faster than mapping the pages, measured with the statistics' four
+        then find it in the CPU's cache (as fast as mapping the pages, measured with the statistics' four
         passes); any other block is read chunk by chunk (``_chunk_blocks``), which also isolates a chunk that
         cannot be read."""
         chunk_bytes = math.prod(chunks) * self.dtype.itemsize

@@ -24,15 +24,13 @@ from pathlib import Path
 from ..imaging.sniff import IMAGE_EXTENSIONS
 from ..location import Location
 from ..partial import LabelTally, Partial
-from .hdf5_files import looks_like_hdf5_list
+from .hdf5_files import LIST_SUFFIXES, SNIFF_LINES, looks_like_hdf5_list
 from .images import Entry, ImageFilesSource
 
-LIST_SUFFIXES = frozenset({".txt", ".lst", ".list"})
 CSV_SUFFIXES = frozenset({".csv", ".tsv"})
 PATH_COLUMNS = ("path", "filepath", "file_path", "filename", "file_name", "file", "image", "image_path",
                 "imagepath", "img", "img_path", "image_file", "fname")  # fmt: skip
 LABEL_COLUMNS = ("label", "labels", "class", "class_id", "classid", "target", "y", "category", "category_id")
-SNIFF_LINES = 50
 
 
 def _head_lines(path: Path) -> list[str]:

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from .text import Text
+
 
 class Location(BaseModel):
     """A place in the dataset. ``path`` is relative to the scanned root, in POSIX form."""
 
     model_config = ConfigDict(frozen=True)
 
-    path: str
-    dataset: str | None = None
+    path: Text
+    dataset: Text | None = None
     index: int | None = None
-    key: str | None = None
+    key: Text | None = None
     line: int | None = None
-    chunk: str | None = None
-    detail: str | None = None
+    chunk: Text | None = None
+    detail: Text | None = None
 
     def sort_key(self) -> tuple[str, str, int, str, int, str, str]:
         return (

@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from .location import Location
+from .text import Text
 
 
 class FindingTally(BaseModel):
@@ -57,8 +58,8 @@ class FindingTally(BaseModel):
 class DatasetStats(BaseModel):
     """Running moments of one numeric dataset, per channel (feature) where it has channels."""
 
-    path: str
-    dataset: str
+    path: Text
+    dataset: Text
     dtype: str
     shape: list[int]
     channel_axis: int | None = None
@@ -125,19 +126,19 @@ class LabelRun(BaseModel):
     start: int
     length: int
     label: int
-    path: str
-    dataset: str | None = None
+    path: Text
+    dataset: Text | None = None
     index: int | None = None
-    key: str | None = None
+    key: Text | None = None
     line: int | None = None
 
 
 class LabelTally(BaseModel):
     """Class labels of one label stream (the labels of a dataset, in storage order)."""
 
-    path: str = "."
-    dataset: str | None = None
-    classes: list[str] = Field(default_factory=list)
+    path: Text = "."
+    dataset: Text | None = None
+    classes: list[Text] = Field(default_factory=list)
     """Class names by id, when the source knows them (ImageFolder folders)."""
     dtype_kind: str = "i"
     total: int = 0

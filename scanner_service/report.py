@@ -19,6 +19,7 @@ from .location import Location
 from .partial import DatasetStats, Partial
 from .severity import FailOn, Severity
 from .sources.base import SourceInfo
+from .text import Text
 
 SCHEMA_VERSION = "1.0"
 
@@ -48,7 +49,7 @@ class Finding(BaseModel):
 
 class ClassRow(BaseModel):
     label: int
-    name: str | None = None
+    name: Text | None = None
     count: int
     fraction: float
     p_absent: float | None = Field(None, description="P(class absent from a batch of batch_size)")
@@ -57,9 +58,9 @@ class ClassRow(BaseModel):
 
 
 class LabelReport(BaseModel):
-    stream: str
-    path: str
-    dataset: str | None = None
+    stream: Text
+    path: Text
+    dataset: Text | None = None
     kind: str = Field(description="classes, or continuous (regression targets: class checks skipped)")
     total: int
     num_classes: int | None = None
@@ -72,8 +73,8 @@ class LabelReport(BaseModel):
 
 
 class Statistics(BaseModel):
-    path: str
-    dataset: str
+    path: Text
+    dataset: Text
     dtype: str
     shape: list[int]
     count: int
@@ -103,7 +104,7 @@ class Report(BaseModel):
     findings: list[Finding]
     labels: list[LabelReport]
     statistics: list[Statistics]
-    info: dict[str, str] = Field(default_factory=dict)
+    info: dict[Text, Text] = Field(default_factory=dict)
 
     def exit_code(self) -> int:
         return 0 if self.summary.passed else 1

@@ -36,6 +36,7 @@ from scanner_service.partial import Partial, merge
 from scanner_service.render import render
 from scanner_service.report import build_report
 from scanner_service.sources.base import Shard, SourceInfo
+from scanner_service.text import dump_json
 
 from .app import app
 from .logs import job_context
@@ -116,7 +117,7 @@ def plan_scan(job_id: str) -> None:
         st.set_fields(job_id, kind=source.kind, planned=time.time())
         plan = {"source": source.model_dump(mode="json"), "shards": [str(s.id) for s in shards]}
         totals = {"shards_total": len(shards), "items_total": source.items, "bytes_total": source.bytes}
-        st.save_plan(job_id, plan, planned.partial.model_dump_json(), totals)
+        st.save_plan(job_id, plan, dump_json(planned.partial), totals)
         log.info("planned %d shards, %d items, %d bytes", len(shards), source.items, source.bytes)
         if shards:
             header = [scan_shard.s(job_id, s.model_dump(mode="json")) for s in shards]
@@ -198,7 +199,7 @@ def scan_shard(job_id: str, shard_doc: dict[str, Any]) -> str:
             partial = isolate(job.kind, job.target, shard, config, tracker, f"the reader raised {exc}")
         finally:
             st.clear_running(job_id, key)
-        st.complete_shard(job_id, key, partial.model_dump_json(), partial.items, partial.bytes)
+        st.complete_shard(job_id, key, dump_json(partial), partial.items, partial.bytes)
         log.info("shard %s done: %d items, %d bytes", key, partial.items, partial.bytes)
         return key
 

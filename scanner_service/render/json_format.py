@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..report import Report
+from ..text import dump_json
 
 
 def render(report: Report) -> str:
-    return report.model_dump_json(indent=2) + "\n"
+    return dump_json(report, indent=2) + "\n"

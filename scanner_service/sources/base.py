@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from ..config import ScanConfig
 from ..location import Location
 from ..partial import Partial
+from ..text import Text
 
 Item = Any
 """One of the item classes of ``scanner_service.items`` (or a format's own, with a ``kind``)."""
@@ -27,9 +28,9 @@ class SourceInfo(BaseModel):
     """The dataset as a whole: what it is and how big."""
 
     kind: str
-    path: str
+    path: Text
     """The path as given, made absolute."""
-    root: str
+    root: Text
     """The folder locations are relative to."""
     files: int = 0
     items: int = 0

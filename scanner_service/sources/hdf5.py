@@ -35,6 +35,7 @@ from ..labels import label_tally
 from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout
+from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import has_hdf5_suffix, is_hdf5_source
@@ -109,6 +110,23 @@ class _Dataset:
     @property
     def row_bytes(self) -> int:
         return int(math.prod(self.shape[1:])) * self.dtype.itemsize if self.shape else self.dtype.itemsize
+
+
+def object_name(name: str | bytes) -> str:
+    """An HDF5 object's path as text. h5py hands names that are not UTF-8 over as bytes: those keep their
+    bytes as surrogate escapes (``Location`` prints them as ``\\xff``), and ``h5_key`` gives them back."""
+    return name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
+
+
+def h5_key(name: str) -> str | bytes:
+    """The key h5py opens ``name`` (from ``object_name``) with: the name, or its original bytes."""
+    if name.isascii():
+        return name
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape")
+    return name
 
 
 def _filters(ds: h5py.Dataset) -> list[int]:
@@ -203,10 +221,12 @@ class Hdf5Source(Source):
     def _walk(self, fh: h5py.File, rel: str, line: int | None, partial: Partial) -> list[_Dataset]:
         found: list[_Dataset] = []
 
-        def visit(name: str, obj: Any) -> None:
+        def visit(name: str | bytes, obj: Any) -> None:
             if not isinstance(obj, h5py.Dataset):
                 return
-            full = "/" + name
+            full = "/" + object_name(name)
+            shown = printable(full)  # the name reports use; ``path`` keeps the one to open when they differ
+            where = full if shown != full else ""
             dtype = obj.dtype
             numeric_fields = [f for f in dtype.names or () if dtype[f].base.kind in "fiu"]
             if dtype.kind not in "fiu" and not numeric_fields:
@@ -216,24 +236,26 @@ class Hdf5Source(Source):
                 fid = unavailable[0]
                 fname, package = FILTER_PACKAGES.get(fid, (f"id {fid}", "the filter's HDF5 plugin"))
                 detail = f"filter {fname} (id {fid}) is not available: install {package}"
-                partial.add("S003", Location(path=rel, line=line, dataset=full, detail=detail))
+                partial.add("S003", Location(path=rel, line=line, dataset=shown, detail=detail))
                 return
-            shape = tuple(int(n) for n in obj.shape) if obj.shape is not None else ()
+            if obj.shape is None:  # a null dataspace (h5py.Empty): a placeholder that holds no value, by design
+                return
+            shape = tuple(int(n) for n in obj.shape)
             if math.prod(shape) == 0 if shape else False:
-                partial.add("S006", Location(path=rel, line=line, dataset=full, detail=f"shape {shape}"))
+                partial.add("S006", Location(path=rel, line=line, dataset=shown, detail=f"shape {shape}"))
                 return
             if numeric_fields and shape:  # a table (pandas' format="table", PyTables): every numeric column
                 for f in numeric_fields:
                     sub = dtype[f]
-                    named = f"{full}['{f}']"
+                    named = f"{shown}['{f}']"
                     found.append(_Dataset(named, (shape[0], *sub.shape), sub.base, None, False, full, f))
                 return
             if dtype.kind not in "fiu":
                 return
-            is_label = is_label_name(full, self.config.labels) and (
+            is_label = is_label_name(shown, self.config.labels) and (
                 len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
             )
-            found.append(_Dataset(full, shape, dtype, obj.chunks, is_label))
+            found.append(_Dataset(shown, shape, dtype, obj.chunks, is_label, where))
 
         fh.visititems(visit)
         return found
@@ -271,7 +293,8 @@ class Hdf5Source(Source):
                     "labels": ds.is_label,
                     "stream_start": stream_start + start,
                     "bytes": (stop - start) * ds.row_bytes,
-                    **({"path": ds.path, "field": ds.field} if ds.field is not None else {}),
+                    **({"path": ds.path} if ds.path else {}),
+                    **({"field": ds.field} if ds.field is not None else {}),
                 }
             )
         return out
@@ -353,7 +376,7 @@ class _SegmentReader:
         self.seg = seg
         self.rel: str = seg["file"]
         self.name: str = seg["dataset"]
-        self.ds: h5py.Dataset = fh[seg.get("path", self.name)]
+        self.ds: h5py.Dataset = fh[h5_key(seg.get("path", self.name))]
         self.field: str | None = seg.get("field")
         self.shape: tuple[int, ...] = tuple(int(n) for n in self.ds.shape) or (1,)
         self.dtype: np.dtype[Any] = self.ds.dtype

@@ -24,14 +24,17 @@ def label_tally(partial: Partial, stream: str, dtype_kind: str, run_threshold: i
     return tally
 
 
+MAX_FLOAT_LABEL = float(1 << 53)
+
+
 def integral_mask(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Which labels are whole, non-negative numbers (valid class ids before the K bound)."""
     mask: np.ndarray[Any, Any]
     if values.dtype.kind in "iub":
         mask = values >= 0 if values.dtype.kind == "i" else np.ones(values.shape, bool)
         return mask
-    with np.errstate(invalid="ignore"):
-        mask = np.isfinite(values) & (values >= 0) & (np.floor(values) == values)
+    with np.errstate(invalid="ignore"):  # beyond 2**53 a float no longer holds every whole number: no class id
+        mask = np.isfinite(values) & (values >= 0) & (values < MAX_FLOAT_LABEL) & (np.floor(values) == values)
     return mask
 
 

@@ -52,6 +52,15 @@ def is_hdf5_source(path: Path) -> bool:
     return path.is_dir() and holds_hdf5(path)
 
 
+def is_binary(head: bytes) -> bool:
+    """Whether the first bytes of a file are binary data rather than text: NUL bytes in more than a quarter
+    of its lines (a text list with a stray NUL in a line is still a list; that line is a list-syntax finding)."""
+    if b"\0" not in head:
+        return False
+    lines = head.split(b"\n")
+    return sum(1 for line in lines if b"\0" in line) * 4 > len(lines)
+
+
 def looks_like_hdf5_list(path: Path) -> bool:
     """A text file whose first non-blank lines mostly name HDF5 files."""
     if not path.is_file() or path.suffix.lower() not in LIST_SUFFIXES:
@@ -61,7 +70,7 @@ def looks_like_hdf5_list(path: Path) -> bool:
             head = fh.read(64 << 10)
     except OSError:
         return False
-    if b"\0" in head:
+    if is_binary(head):
         return False
     lines = [ln.strip() for ln in head.decode("utf-8", "replace").splitlines() if ln.strip()][:SNIFF_LINES]
     if not lines:

@@ -17,7 +17,7 @@ from .hdf5_files import SUFFIXES, looks_like_hdf5_list
 
 
 def _entries(path: Path) -> list[str]:
-    with path.open("r", encoding="utf-8", errors="replace") as fh:
+    with path.open("r", encoding="utf-8-sig", errors="replace") as fh:  # -sig: a leading BOM is no path
         return [line.rstrip("\r\n") for line in fh]
 
 
@@ -40,12 +40,20 @@ class Hdf5ListSource(Hdf5Source):
             if not entry:
                 continue
             where = Location(path=list_name, line=number)
+            if "\0" in entry:
+                partial.add("S005", where.model_copy(update={"detail": f"the line holds a NUL byte: {entry!r}"}))
+                continue
             target = Path(entry) if Path(entry).is_absolute() else self.root / entry
             refused = self.outside(target)
             if refused is not None:
                 partial.add("S001", where.model_copy(update={"detail": f"{entry}: {refused}"}))
                 continue
-            if target.is_file():  # the whole line is the path, spaces included, as Caffe reads it
+            try:
+                found = target.is_file()  # the whole line is the path, spaces included, as Caffe reads it
+            except OSError as exc:  # a name too long for the file system ...
+                partial.add("S001", where.model_copy(update={"detail": f"{entry}: {exc.strerror or exc}"}))
+                continue
+            if found:
                 files.append((target, number))
                 continue
             if len(entry.split()) != 1 or Path(entry).suffix.lower() not in SUFFIXES:

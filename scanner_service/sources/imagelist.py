@@ -24,7 +24,7 @@ from pathlib import Path
 from ..imaging.sniff import IMAGE_EXTENSIONS
 from ..location import Location
 from ..partial import LabelTally, Partial
-from .hdf5_files import LIST_SUFFIXES, SNIFF_LINES, looks_like_hdf5_list
+from .hdf5_files import LIST_SUFFIXES, SNIFF_LINES, is_binary, looks_like_hdf5_list
 from .images import Entry, ImageFilesSource
 
 CSV_SUFFIXES = frozenset({".csv", ".tsv"})
@@ -39,7 +39,7 @@ def _head_lines(path: Path) -> list[str]:
             head = fh.read(64 << 10)
     except OSError:
         return []
-    if b"\0" in head:
+    if is_binary(head):
         return []
     return [ln for ln in head.decode("utf-8", "replace").splitlines() if ln.strip()][:SNIFF_LINES]
 
@@ -72,10 +72,14 @@ def _columns(header: list[str]) -> tuple[int | None, int | None]:
 
 
 def _number(token: str) -> int | float | None:
+    """The label a token holds: an int, a float (also for integers beyond 64 bits: no class id, and the
+    label checks report them as invalid), or None when it is no number."""
     try:
-        return int(token)
+        value = int(token)
     except ValueError:
         pass
+    else:
+        return value if -(1 << 63) <= value < 1 << 63 else float(value)
     try:
         return float(token)
     except ValueError:
@@ -134,6 +138,9 @@ class ImageListSource(ImageFilesSource):
         root = self.root
         for line, entry, raw in rows:
             label = index[raw] if isinstance(raw, str) else raw
+            if "\0" in entry:
+                self._syntax(partial, line, f"the path holds a NUL byte: {entry!r}")
+                continue
             target = Path(entry) if os.path.isabs(entry) else root / entry
             refused = self.outside(target)
             if refused is not None:
@@ -167,7 +174,7 @@ class ImageListSource(ImageFilesSource):
         partial.add("S005", Location(path=self.list_name, line=line, detail=detail))
 
     def _list_rows(self, partial: Partial) -> list[tuple[int, str, int | float | str | None]]:
-        with self.path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+        with self.path.open("r", encoding="utf-8-sig", errors="replace", newline="") as fh:
             lines = [(n, raw.rstrip("\r\n")) for n, raw in enumerate(fh, start=1)]
         parsed = [(n, *split_line(text)) for n, text in lines if text.strip()]
         labelled = any(token is not None for _, _, token in parsed)

@@ -1,0 +1,103 @@
+"""Inputs found in the wild that are valid but odd: names that are not UTF-8, placeholders without values,
+list files with a byte-order mark, a stray NUL byte or a path too long for the file system."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from tests.conftest import codes, finding, run_scan, write_h5
+
+
+def _cli_json(path: Path) -> tuple[int, dict[str, object]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", str(path), "--format", "json", "-j1"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_hdf5_object_names_that_are_not_utf8_are_scanned_and_reported_readably(tmp_path: Path) -> None:
+    path = tmp_path / "names.h5"
+    data = np.zeros(10)
+    data[3] = np.nan
+    with h5py.File(path, "w") as fh:
+        group = fh.create_group(b"grp\xff")
+        group.create_dataset(b"data\xe9", data=data)
+    status, report = _cli_json(path)
+    assert status == 1
+    nan = next(f for f in report["findings"] if f["code"] == "V001")  # type: ignore[union-attr]
+    assert [(loc["dataset"], loc["index"]) for loc in nan["locations"]] == [("/grp\\xff/data\\xe9", 3)]
+    assert [s["dataset"] for s in report["statistics"]] == ["/grp\\xff/data\\xe9"]  # type: ignore[union-attr]
+
+
+def test_a_null_dataspace_is_a_placeholder_not_a_damaged_dataset(tmp_path: Path) -> None:
+    path = tmp_path / "empty.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("meta", data=h5py.Empty("f4"))
+        fh.create_dataset("x", data=np.arange(8, dtype=np.float32).reshape(4, 2))
+    report = run_scan(path)
+    assert codes(report) == set()
+    assert [s.dataset for s in report.statistics] == ["/x"]
+
+
+def test_file_names_that_are_not_utf8_reach_json_readably(tmp_path: Path) -> None:
+    folder = tmp_path / "h5s"
+    folder.mkdir()
+    name = os.fsdecode(b"caf\xe9.h5")
+    data = np.arange(10, dtype=np.float32).reshape(5, 2)
+    data[1, 1] = np.inf
+    write_h5(folder / name, {"x": data})
+    status, report = _cli_json(folder)
+    assert status == 1
+    inf = next(f for f in report["findings"] if f["code"] == "V002")  # type: ignore[union-attr]
+    assert inf["locations"][0]["path"] == "caf\\xe9.h5"
+
+
+def test_hdf5_list_with_bom_nul_byte_and_overlong_path(tmp_path: Path) -> None:
+    write_h5(tmp_path / "a.h5", {"x": np.arange(6, dtype=np.float32).reshape(3, 2)})
+    lines = ["a.h5", "b\0ad.h5", "x" * 300 + ".h5", "a.h5"]
+    listing = tmp_path / "train.txt"
+    listing.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode() + b"\n")
+    status, report = _cli_json(listing)
+    assert status == 1  # the scan runs: the NUL byte does not make the list unreadable
+    found = {f["code"]: f for f in report["findings"]}  # type: ignore[union-attr]
+    assert set(found) == {"S005", "S001"}  # the BOM line names a.h5, which exists: no missing-file
+    assert [loc["line"] for loc in found["S005"]["locations"]] == [2]
+    assert "NUL" in found["S005"]["locations"][0]["detail"]
+    assert [loc["line"] for loc in found["S001"]["locations"]] == [3]
+    assert "too long" in found["S001"]["locations"][0]["detail"]
+    assert report["summary"]["items_scanned"] == 6  # type: ignore[index]
+
+
+def test_a_binary_file_is_still_no_hdf5_list(tmp_path: Path) -> None:
+    blob = tmp_path / "weights.txt"
+    blob.write_bytes(b"a.h5\0\0\n\0b.h5\0\n\0\0\0\n" * 10)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", str(blob)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 2
+    assert "not a dataset dscan can read" in proc.stderr
+
+
+def test_labels_beyond_64_bits_are_invalid_labels_not_a_crash(tmp_path: Path) -> None:
+    from PIL import Image
+
+    for name in ("a", "b", "c"):
+        Image.new("RGB", (40, 40), (10, 20, 30)).save(tmp_path / f"{name}.png")
+    (tmp_path / "list.txt").write_text("a.png 0\nb.png 99999999999999999999999\nc.png 1e30\n")
+    report = run_scan(tmp_path / "list.txt")
+    invalid = finding(report, "L002")
+    assert invalid is not None and invalid.count == 2
+    assert [loc.line for loc in invalid.locations] == [2, 3]
+    assert "I003" not in codes(report)
+    assert [row.label for row in report.labels[0].histogram] == [0]  # no class id made of a wrapped cast

@@ -239,7 +239,7 @@ def _strict_failed(data: Any, head: JpegHeader, reason: str, verdict: Verdict, p
     else:
         if reason.startswith(HARMLESS):
             return
-        if head.scan and end_of_image(data, head.scan) < 0:
+        if head.scan and end_of_image(data, head.scan) < 0 and data.find(b"\xff\xd9", head.scan) < 0:
             verdict.error = f"truncated: no end-of-image marker (libjpeg: {reason})"
             return
         # Damage libjpeg can step over. Whether it is fatal is what the loader does: Pillow decides.

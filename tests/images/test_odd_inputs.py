@@ -1,0 +1,58 @@
+"""Image inputs found in the wild: names that are not UTF-8, list files with a byte-order mark or a stray
+NUL byte, and a stray marker inside JPEG data (damaged, not truncated)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from imagetools import codes, finding, jpeg, scan_dir, scan_start
+
+Write = Callable[[str, bytes], Path]
+
+
+def test_a_file_name_that_is_not_utf8_is_reported_in_json(tmp_path: Path, rng: np.random.Generator) -> None:
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    good = jpeg(rng)
+    (folder / "ok.jpg").write_bytes(good)
+    (folder / os.fsdecode(b"trunc\xfe.jpg")).write_bytes(good[: len(good) // 2])
+    proc = subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", str(folder), "--format", "json", "-j1"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    corrupt = next(f for f in report["findings"] if f["code"] == "I003")
+    assert [loc["path"] for loc in corrupt["locations"]] == ["trunc\\xfe.jpg"]
+
+
+def test_a_stray_marker_inside_jpeg_data_is_damage_not_truncation(write: Write, rng: np.random.Generator) -> None:
+    data = jpeg(rng, 192, 256)
+    at = scan_start(data) + (len(data) - scan_start(data)) // 2
+    damaged = data[:at] + b"\xff\xfe" + data[at:]  # a COM marker where entropy-coded data belongs
+    folder = write("imgs/stray.jpg", damaged).parent
+    write("imgs/ok.jpg", data)
+    report = scan_dir(folder)
+    assert "I003" not in codes(report)  # the end-of-image marker is there: no "truncated" error
+    warned = finding(report, "I004")
+    assert warned is not None and [loc.path for loc in warned.locations] == ["stray.jpg"]
+
+
+def test_image_list_with_a_bom_and_a_nul_byte(write: Write, rng: np.random.Generator) -> None:
+    write("imgs/a.jpg", jpeg(rng))
+    write("imgs/b.jpg", jpeg(rng))
+    listing = write("imgs/train.txt", b"\xef\xbb\xbfa.jpg 0\nb\0.jpg 1\nb.jpg 1\n")
+    report = scan_dir(listing)
+    assert codes(report) == {"S005"}  # no missing-file for the first line: the BOM is not part of its path
+    bad = finding(report, "S005")
+    assert [(loc.line, "NUL" in (loc.detail or "")) for loc in bad.locations] == [(2, True)]
+    assert report.summary.items_scanned == 2

@@ -23,7 +23,7 @@ from typing import Any
 from .sniff import UNREADABLE, claimed_format, damaged_png_signature, describe, sniff
 from .verdict import Verdict
 
-# The decoders (jpeg: simplejpeg; pillow: Pillow; png: libdeflate) are imported on the first image, so scans of
+# The decoders (jpeg: simplejpeg; pillow: Pillow; png: ISA-L) are imported on the first image, so scans of
 # other formats start without them.
 
 DEFAULT_MAX_PIXELS = 178_956_970
@@ -127,10 +127,10 @@ def _describe_judge(judge_key: str, fmt: str) -> str:
 
         return f"libjpeg-turbo {_libjpeg_turbo_version()} via simplejpeg {simplejpeg.__version__} (strict)"
     if judge_key == "png":
-        import deflate
+        import isal
 
-        inflater = deflate.__version__
-        return f"dscan PNG structure check (chunk CRCs; IDAT inflated with libdeflate via deflate {inflater})"
+        inflater = f"ISA-L {isal.ISAL_VERSION} via isal {isal.__version__}"
+        return f"dscan PNG structure check (chunk CRCs; IDAT inflated with {inflater})"
     library = {"jpeg": "jpg", "tiff": "libtiff", "webp": "webp", "jpeg2000": "jpg_2000", "avif": "avif"}.get(fmt)
     version = features.version(library) if library else None
     names = {"jpg": "libjpeg-turbo", "jpg_2000": "openjpeg", "webp": "libwebp", "avif": "libavif"}

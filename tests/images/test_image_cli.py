@@ -38,7 +38,7 @@ def test_scan_folder_json_report_names_file_reason_and_decoders(folder: Path) ->
     assert corrupt["locations"][0]["path"] == "dog/cut.jpg"
     assert "no end-of-image marker" in corrupt["locations"][0]["detail"]
     assert "libjpeg-turbo" in report["info"]["decoder.jpeg"] and "simplejpeg" in report["info"]["decoder.jpeg"]
-    assert "libdeflate" in report["info"]["decoder.png"]
+    assert "ISA-L" in report["info"]["decoder.png"]
 
 
 def test_scan_list_text_report_gives_file_and_line(folder: Path) -> None:

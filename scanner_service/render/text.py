@@ -23,6 +23,10 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
+NOTES = ("hdf5.not_scanned", "images.skipped")
+"""Report ``info`` entries the text format shows: what the scan left out, so that a pass is read right."""
+
+
 def render(report: Report, color: bool = False, width: int = 100) -> str:
     out = io.StringIO()
     console = Console(file=out, force_terminal=color, no_color=not color, width=width, highlight=False)
@@ -73,6 +77,11 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
         console.print(table)
         if len(lab.histogram) > 50:
             console.print(Text(f"  ... {len(lab.histogram) - 50} more classes (see --format json)"))
+    notes = [report.info[key] for key in NOTES if key in report.info]
+    if notes:
+        console.print()
+        for note in notes:
+            console.print(Text(f"note: {note}", style="dim"))
     console.print()
     verdict = "PASSED" if s.passed else "FAILED"
     console.print(

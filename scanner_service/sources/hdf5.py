@@ -129,6 +129,20 @@ def h5_key(name: str) -> str | bytes:
     return name
 
 
+UNSCANNED_SHOWN = 5
+
+
+def _unscanned_kind(dtype: np.dtype[Any]) -> str | None:
+    """What a numeric dataset that is not scanned holds (complex, variable-length numbers); None for
+    strings, references and other data that holds no numbers."""
+    if dtype.kind == "c":
+        return f"complex {dtype.name}"
+    base = h5py.check_vlen_dtype(dtype)
+    if base is not None and np.dtype(base).kind in "fiuc":
+        return f"variable-length {np.dtype(base).name}"
+    return None
+
+
 def _filters(ds: h5py.Dataset) -> list[int]:
     plist = ds.id.get_create_plist()
     return [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
@@ -161,6 +175,7 @@ class Hdf5Source(Source):
 
     def plan(self) -> Plan:
         partial = Partial(cap=self.config.max_locations)
+        self._unscanned: list[str] = []
         files = self.list_files(partial)
         segments: list[dict[str, Any]] = []
         stream_offsets: dict[str, int] = {}
@@ -176,6 +191,12 @@ class Hdf5Source(Source):
         for stream, tally in partial.labels.items():
             tally.path = "." if multi else tally.path
             tally.dataset = stream
+        if self._unscanned:
+            shown = ", ".join(self._unscanned[:UNSCANNED_SHOWN])
+            more = (
+                f" and {len(self._unscanned) - UNSCANNED_SHOWN} more" if len(self._unscanned) > UNSCANNED_SHOWN else ""
+            )
+            partial.info["hdf5.not_scanned"] = f"{len(self._unscanned)} numeric datasets not scanned: {shown}{more}"
         shards = self._pack(segments)
         info = SourceInfo(
             kind=self.kind,
@@ -230,6 +251,9 @@ class Hdf5Source(Source):
             dtype = obj.dtype
             numeric_fields = [f for f in dtype.names or () if dtype[f].base.kind in "fiu"]
             if dtype.kind not in "fiu" and not numeric_fields:
+                unscanned = _unscanned_kind(dtype)
+                if unscanned is not None:
+                    self._unscanned.append(f"{rel}:{shown} ({unscanned})")
                 return
             unavailable = missing_filters(_filters(obj))
             if unavailable:

@@ -101,3 +101,23 @@ def test_labels_beyond_64_bits_are_invalid_labels_not_a_crash(tmp_path: Path) ->
     assert [loc.line for loc in invalid.locations] == [2, 3]
     assert "I003" not in codes(report)
     assert [row.label for row in report.labels[0].histogram] == [0]  # no class id made of a wrapped cast
+
+
+def test_complex_and_variable_length_datasets_are_named_as_not_scanned(tmp_path: Path) -> None:
+    path = tmp_path / "odd.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("x", data=np.arange(6, dtype=np.float32).reshape(3, 2))
+        fh.create_dataset("c", data=np.array([1 + 2j, np.nan], np.complex64))
+        ragged = fh.create_dataset("v", (2,), dtype=h5py.vlen_dtype(np.float32))
+        ragged[0] = np.array([1.0, np.nan], np.float32)
+        ragged[1] = np.array([2.0], np.float32)
+        fh.create_dataset("names", data=np.array([b"a", b"b"]))  # strings hold no numbers: not listed
+    report = run_scan(path)
+    assert report.info["hdf5.not_scanned"] == (
+        "2 numeric datasets not scanned: odd.h5:/c (complex complex64), odd.h5:/v (variable-length float32)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", str(path)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0
+    assert "note: 2 numeric datasets not scanned" in proc.stdout

@@ -38,7 +38,11 @@ def resolve_inside(raw: str, roots: list[Path], what: str = "path") -> Path:
     if not any(real == root or real.is_relative_to(root) for root in roots):
         allowed = ", ".join(str(r) for r in roots)
         raise PathRejected(403, f"{what} {raw!r} is outside the data roots ({allowed}): it cannot be scanned")
-    if not real.exists():
+    try:
+        exists = real.exists()
+    except OSError as exc:  # a name too long for the file system ...
+        raise PathRejected(422, f"{what} {raw!r} cannot be read: {exc.strerror or exc}") from None
+    if not exists:
         raise PathRejected(422, f"{what} {raw!r} does not exist")
     return real
 

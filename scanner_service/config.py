@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError
 
 FLOAT16_MAX = 65504.0
+MAX_CLASSES = 1_000_000
+"""Upper bound of ``num_classes``: every class is a row of work and of the report."""
 
 
 class ScanConfig(BaseModel):
@@ -21,7 +23,9 @@ class ScanConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    num_classes: int | None = Field(None, ge=1, description="expected number of classes K (labels 0..K-1)")
+    num_classes: int | None = Field(
+        None, ge=1, le=MAX_CLASSES, description="expected number of classes K (labels 0..K-1), at most 1,000,000"
+    )
     batch_size: int | None = Field(None, ge=1, description="training batch size B, for label-batch-absence")
     labels: str | None = Field(None, description="name of the labels dataset inside HDF5 files")
     select: tuple[str, ...] = Field((), description="only these checks (codes, code prefixes or slugs)")
@@ -54,6 +58,19 @@ class ScanConfig(BaseModel):
     def _split_codes(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("decoder")
+    @classmethod
+    def _known_decoder(cls, value: str | None) -> str | None:
+        """An unknown decoder is a bad option now (exit 2, HTTP 422), not a failed scan later."""
+        if value is not None:
+            from .records import parse_decoder
+
+            try:
+                parse_decoder(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @property
@@ -123,5 +140,8 @@ def load_config(
     try:
         return ScanConfig(**options)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
         raise ConfigError(f"invalid options: {problems}") from exc

@@ -22,6 +22,8 @@ from .sources.base import SourceInfo
 from .text import Text
 
 SCHEMA_VERSION = "1.0"
+MISSING_LISTED = 1000
+"""Classes without a sample listed in a label report (and in its histogram): K can reach a million."""
 
 
 class Summary(BaseModel):
@@ -65,7 +67,10 @@ class LabelReport(BaseModel):
     total: int
     num_classes: int | None = None
     distinct: int
-    missing: list[int] = Field(default_factory=list)
+    missing: list[int] = Field(
+        default_factory=list, description="classes without a sample (the first 1,000; missing_count counts all)"
+    )
+    missing_count: int = Field(0, description="how many classes have no sample")
     imbalance_ratio: float | None = None
     batch_size: int | None = None
     threshold: float
@@ -167,7 +172,8 @@ def _labels(partial: Partial, config: ScanConfig) -> list[LabelReport]:
         classes = is_classification(tally, config.num_classes)
         names = expected_classes(partial, stream, config.num_classes) if classes else None
         total = sum(tally.histogram.values())
-        ids = sorted(set(tally.histogram) | set(range(len(names) if names else 0))) if classes else []
+        absent = [c for c in range(len(names)) if c not in tally.histogram] if names else []
+        ids = sorted(set(tally.histogram) | set(absent[:MISSING_LISTED])) if classes else []
         rows = []
         for label in ids:
             n = tally.histogram.get(label, 0)
@@ -195,6 +201,7 @@ def _labels(partial: Partial, config: ScanConfig) -> list[LabelReport]:
                 num_classes=len(names) if names else None,
                 distinct=len(tally.histogram),
                 missing=[r.label for r in rows if r.missing],
+                missing_count=len(absent),
                 imbalance_ratio=_round(imbalance_ratio(tally.histogram)) if classes else None,
                 batch_size=config.batch_size,
                 threshold=config.batch_absence_threshold,

@@ -354,7 +354,9 @@ class LabelView:
     def missing(self) -> str:
         """The missing classes, with their names when they have one: ``0 (bird), 7``."""
         rows = [b.row for b in self.bars if b.row.missing]
-        return ", ".join(f"{r.label} ({r.name})" if r.name else str(r.label) for r in rows) or "none"
+        text = ", ".join(f"{r.label} ({r.name})" if r.name else str(r.label) for r in rows) or "none"
+        unlisted = self.labels.missing_count - len(rows)
+        return f"{text} and {unlisted:,} more" if unlisted > 0 else text
 
     @property
     def risky(self) -> list[int]:

@@ -100,15 +100,19 @@ def _unknown_fields(message: Any) -> int:
         return len(message.UnknownFields())
 
 
-def parse(value: bytes | memoryview) -> Datum:
-    """Parse one value as a Datum, or raise ``DatumError`` saying why it is none."""
+def parse(value: bytes | memoryview, foreign_fields: bool = True) -> Datum:
+    """Parse one value as a Datum, or raise ``DatumError`` saying why it is none.
+
+    ``foreign_fields``: accept fields a Datum does not have, as Caffe's parser does (proto2 keeps them
+    aside): a fork's extra field does not make a record unreadable. Detection passes False, since almost any
+    bytes parse as some protobuf once unknown fields are allowed."""
     if len(value) == 0:
         raise DatumError("empty value")
     try:
         message = datum_class().FromString(value)
     except DecodeError as exc:
         raise DatumError(f"not a Datum protobuf ({exc})") from None
-    if _unknown_fields(message):
+    if not foreign_fields and _unknown_fields(message):
         raise DatumError("not a Datum protobuf (it has fields a Datum does not have)")
     data = message.data
     floats = len(message.float_data)
@@ -129,7 +133,7 @@ def parse(value: bytes | memoryview) -> Datum:
 def looks_like_datum(value: bytes | memoryview) -> bool:
     """Whether a value parses as a sane Datum (detection from a sample of records)."""
     try:
-        d = parse(value)
+        d = parse(value, foreign_fields=False)
     except DatumError:
         return False
     if d.encoded:

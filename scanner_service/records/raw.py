@@ -29,7 +29,8 @@ class RawSpec:
 
 
 def parse_raw(spec: str) -> RawSpec:
-    """``raw:float32:3x32x32`` (dtype any numpy numeric name, e.g. uint8, <f4, float16; shape ``AxBxC``)."""
+    """``raw:float32:3x32x32`` (dtype any numpy numeric name, e.g. uint8, <f4, float16; shape ``AxBxC`` or
+    ``A,B,C``)."""
     parts = spec.split(":")
     if len(parts) != 3 or parts[0] != "raw":
         raise ConfigError(f"decoder {spec!r}: expected raw:DTYPE:SHAPE, e.g. raw:float32:3x32x32")
@@ -40,7 +41,7 @@ def parse_raw(spec: str) -> RawSpec:
     if dtype.kind not in "biuf" or dtype.hasobject:
         raise ConfigError(f"decoder {spec!r}: dtype {parts[1]!r} is not a numeric type")
     try:
-        shape = tuple(int(n) for n in parts[2].lower().split("x"))
+        shape = tuple(int(n) for n in parts[2].lower().replace(",", "x").split("x"))
     except ValueError:
         raise ConfigError(f"decoder {spec!r}: shape {parts[2]!r} is not like 3x32x32") from None
     if not shape or any(n <= 0 for n in shape):

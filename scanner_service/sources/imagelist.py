@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -71,19 +72,21 @@ def _columns(header: list[str]) -> tuple[int | None, int | None]:
     return path_col, label_col
 
 
+INTEGER = re.compile(r"[+-]?[0-9]+")
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+"""Numbers as a list file writes them: ASCII digits only (Python's int() also takes ``1_0`` and other scripts'
+digits, which no C++ or pandas reader does)."""
+
+
 def _number(token: str) -> int | float | None:
     """The label a token holds: an int, a float (also for integers beyond 64 bits: no class id, and the
     label checks report them as invalid), or None when it is no number."""
-    try:
+    if INTEGER.fullmatch(token):
         value = int(token)
-    except ValueError:
-        pass
-    else:
         return value if -(1 << 63) <= value < 1 << 63 else float(value)
-    try:
+    if DECIMAL.fullmatch(token):
         return float(token)
-    except ValueError:
-        return None
+    return None
 
 
 class ImageListSource(ImageFilesSource):
@@ -157,6 +160,10 @@ class ImageListSource(ImageFilesSource):
                 continue
             if stat.S_ISDIR(st.st_mode):
                 partial.add("S005", Location(path=self.list_name, line=line, detail=f"{entry} is a folder"))
+                continue
+            if not stat.S_ISREG(st.st_mode):  # never opened: reading a named pipe may block forever
+                detail = "not a regular file (a named pipe, socket or device)"
+                partial.add("S001", Location(path=entry, line=line, detail=detail))
                 continue
             out.append(Entry(path=entry, size=st.st_size, line=line, label=label))
         if labels:

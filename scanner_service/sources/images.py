@@ -21,6 +21,7 @@ yielded once per shard as one label block, so the core label checks run on folde
 from __future__ import annotations
 
 import os
+import stat
 from abc import abstractmethod
 from collections import Counter
 from collections.abc import Iterator
@@ -107,6 +108,8 @@ def _has_images(folder: Path) -> bool:
                 continue
             probes += 1
             try:
+                if not stat.S_ISREG(os.stat(entry.path).st_mode):  # a named pipe would block the open
+                    continue
                 with open(entry.path, "rb") as fh:
                     if sniff(fh.read(64)) is not None:
                         return True
@@ -294,9 +297,14 @@ def walk_files(folder: str, root: str, skipped: Counter[str]) -> list[tuple[str,
                 skipped[reason] += 1
                 continue
             try:
-                size = entry.stat().st_size
+                st = entry.stat()
             except OSError:
                 size = -1
+            else:
+                if not stat.S_ISREG(st.st_mode):  # a named pipe, socket or device: opening it may block forever
+                    skipped["not a regular file"] += 1
+                    continue
+                size = st.st_size
             found.append((entry.path[prefix:].replace(os.sep, "/"), size))
         found.sort()
         by_folder[current] = found

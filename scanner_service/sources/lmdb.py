@@ -129,7 +129,15 @@ class LmdbSource(Source):
         return Plan(source=info, shards=shards, partial=partial)
 
     def _check_size(self, meta: dict[str, int], size: int, rel: str, partial: Partial) -> None:
-        needed = (int(meta["last_pgno"]) + 1) * int(meta["psize"])
+        in_use = int(meta["last_pgno"]) + 1
+        counted = sum(int(meta.get(k, 0)) for k in ("branch_pages", "leaf_pages", "overflow_pages"))
+        if counted > in_use:
+            detail = (
+                f"damaged meta page: it counts {counted:,} pages in the database, but the environment has "
+                f"{in_use:,} (pages 0-{in_use - 1}); the records were read by walking the keys"
+            )
+            partial.add("R004", Location(path=rel, detail=detail))
+        needed = in_use * int(meta["psize"])
         if size < needed:
             partial.add(
                 "R004",

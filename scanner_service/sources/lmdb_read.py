@@ -823,6 +823,7 @@ class _FloatRows:
         except reader.datum.DatumError as exc:
             reader.uncount_shape(layout.shape_text, pos)  # it was counted as a record of the layout's shape
             return reader.failure("R001", pos, None, f"{exc} ({len(value)} bytes)")
+        reader.labels[pos - reader.label_start] = label  # a Datum after all: its label counts, as on the full parse
         c, h, w = d.shape
         detail = f"float_data has {d.floats:,} values, but channels×height×width = {c}×{h}×{w} = {d.expected:,}"
         return reader.failure("R002", pos, None, detail)

@@ -113,8 +113,13 @@ def _pipe_sink(fd: int) -> Sink:
 
 
 def records_per_shard(stat: dict[str, int], shard_bytes: int) -> int:
-    """Records per shard for about ``shard_bytes`` of pages each (the mean record's share of the pages)."""
+    """Records per shard for about ``shard_bytes`` of pages each (the mean record's share of the pages).
+
+    The page counts come from the meta page; a damaged one can claim more pages than the file has (one
+    flipped bit made it 8.8e12): they are bounded by the last page in use, when ``stat`` carries it."""
     pages = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+    if "last_pgno" in stat:
+        pages = min(pages, int(stat["last_pgno"]) + 1)
     mean = max(1, pages * stat["psize"] // max(1, stat["entries"]))
     return max(1, shard_bytes // mean)
 
@@ -130,9 +135,9 @@ def _child(send: Sink, trace: mmap.mmap | None, path: Path, subdir: bool, job: J
         send(("open_error", f"{type(exc).__name__}: {exc}"))
         return
     try:
-        stat = env.stat()
+        stat = {**env.stat(), **env.info()}
         per = _per(stat, job)
-        send(("meta", {**stat, **env.info()}, per))
+        send(("meta", stat, per))
         with env.begin(buffers=False) as txn:
             firsts = _walk_keys(send, trace, txn, job, per) if job.walk else list(job.sample_keys)
             if job.sample:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pytest
 
 from tests.conftest import codes, finding, run_scan, write_h5
 
@@ -121,3 +122,26 @@ def test_complex_and_variable_length_datasets_are_named_as_not_scanned(tmp_path:
     )
     assert proc.returncode == 0
     assert "note: 2 numeric datasets not scanned" in proc.stdout
+
+
+def test_bounds_on_options_and_a_bounded_label_report(tmp_path: Path) -> None:
+    from scanner_service.config import load_config
+    from scanner_service.errors import ConfigError
+    from scanner_service.report import MISSING_LISTED
+
+    path = write_h5(tmp_path / "l.h5", {"x": np.arange(20, dtype=np.float32).reshape(10, 2), "y": np.arange(10)})
+    for options, message in (({"num_classes": 2_000_000}, "1000000"), ({"decoder": "raw:f9:3"}, "unknown dtype")):
+        with pytest.raises(ConfigError, match=message):
+            load_config(overrides=options)
+    report = run_scan(path, num_classes=200_000)
+    labels = report.labels[0]
+    assert labels.missing_count == 200_000 - 10
+    assert len(labels.missing) == MISSING_LISTED and labels.missing[:2] == [10, 11]
+    assert len(labels.histogram) == 10 + MISSING_LISTED
+    assert finding(report, "L003").count == 200_000 - 10
+
+
+def test_a_raw_decoder_shape_may_use_commas() -> None:
+    from scanner_service.records import parse_decoder
+
+    assert str(parse_decoder("raw:float32:3,8,8")) == str(parse_decoder("raw:float32:3x8x8")) == "raw:float32:3x8x8"

@@ -56,3 +56,39 @@ def test_image_list_with_a_bom_and_a_nul_byte(write: Write, rng: np.random.Gener
     bad = finding(report, "S005")
     assert [(loc.line, "NUL" in (loc.detail or "")) for loc in bad.locations] == [(2, True)]
     assert report.summary.items_scanned == 2
+
+
+def test_a_named_pipe_in_a_folder_is_skipped_not_opened(tmp_path: Path, rng: np.random.Generator) -> None:
+    folder = tmp_path / "imgs"
+    (folder / "cls").mkdir(parents=True)
+    (folder / "cls" / "a.jpg").write_bytes(jpeg(rng))
+    os.mkfifo(folder / "cls" / "pipe.jpg")  # opening it would block until a writer comes: forever
+    os.mkfifo(folder / "cls" / "pipe")
+    proc = subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", str(folder), "--format", "json", "-j1"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["summary"]["items_scanned"] == 1
+    assert "2 not a regular file" in report["info"]["images.skipped"]
+    listing = folder / "cls" / "list.txt"
+    listing.write_text("a.jpg 0\npipe.jpg 1\n")
+    listed = scan_dir(listing)
+    unreadable = finding(listed, "S001")
+    assert [(loc.path, loc.detail) for loc in unreadable.locations] == [
+        ("pipe.jpg", "not a regular file (a named pipe, socket or device)")
+    ]
+
+
+def test_list_labels_are_ascii_numbers(write: Write, rng: np.random.Generator) -> None:
+    for name in ("a", "b", "c", "d"):
+        write(f"imgs/{name}.jpg", jpeg(rng))
+    listing = write("imgs/train.txt", "a.jpg 0\nb.jpg 1_0\nc.jpg \u0663\nd.jpg +1\n".encode())
+    report = scan_dir(listing)
+    bad = finding(report, "S005")
+    assert [loc.line for loc in bad.locations] == [2, 3]
+    assert [row.label for row in report.labels[0].histogram] == [0, 1]

@@ -109,3 +109,21 @@ def test_data_file_that_is_no_environment(tmp_path: Path, content: bytes) -> Non
     assert report.summary.items_scanned == 0 and not report.summary.passed
     detail = r004_details(report)[0]
     assert "empty (0 bytes)" in detail if not content else "cannot be opened" in detail
+
+
+def test_a_damaged_page_count_in_the_meta_page_is_reported_and_does_not_explode_the_plan(tmp_path: Path) -> None:
+    from scanner_service.config import ScanConfig
+    from scanner_service.engine import plan
+    from tests.lmdb.conftest import write_env
+
+    env = write_env(tmp_path / "env", [(key(i), datum(seed=i)) for i in range(3000)])
+    psize = page_size(env)
+    for meta in (0, 1):  # MDB_meta after the 16-byte page header: magic, version, address, mapsize, then the
+        # free and main MDB_db (48 bytes each); md_branch_pages is the main db's third field
+        patch(env / "data.mdb", meta * psize + 16 + 24 + 48 + 8, struct.pack("<Q", 1 << 43))
+    planned = plan(env, ScanConfig())
+    assert len(planned.shards) <= 4  # sized from the pages in the file, not from 8.8e12 claimed ones
+    report = run_scan(env)
+    damaged = finding(report, "R004")
+    assert damaged is not None and "damaged meta page" in damaged.locations[0].detail
+    assert report.summary.items_scanned == 3000

@@ -88,7 +88,8 @@ def test_pages_and_cursor_read_the_same(make_env: EnvMaker, records: Callable[[]
     for code, tally in direct.findings.items():
         assert (tally.count, tally.locations) == (cursor.findings[code].count, cursor.findings[code].locations), code
     if records in (float_records,):
-        assert [loc.key for loc in direct.findings["R001"].locations] == [key(30)]
+        # record 30's forged field is foreign to a Datum: parsed as Caffe does, it holds 49 floats, not 50
+        assert [loc.key for loc in direct.findings["R002"].locations] == [key(20), key(30)]
     assert direct.labels["label"].histogram == cursor.labels["label"].histogram
     assert direct.labels["label"].runs == cursor.labels["label"].runs
     assert direct.counters == cursor.counters

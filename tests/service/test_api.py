@@ -310,3 +310,17 @@ def test_health_ready_metrics_docs_and_logs(service: Service) -> None:
     api_lines = [json.loads(line) for line in service.log("api").splitlines() if line.startswith("{")]
     assert any(line.get("job_id") and line.get("status") == 202 for line in api_lines)
     assert TOKEN not in service.log("api")
+
+
+def test_bad_options_are_refused_before_queueing(service: Service) -> None:
+    small = str(service.data_root / "small")
+    with service.client() as client:
+        cases = [
+            ({"path": "a" * 300 + "/x"}, "cannot be read"),  # a name too long for the file system
+            ({"path": small, "decoder": "raw:float99:3x8"}, "unknown dtype"),
+            ({"path": small, "num_classes": 10**30}, "less than or equal to 1000000"),
+        ]
+        for body, message in cases:
+            r = client.post("/api/v1/scans", json=body)
+            assert r.status_code == 422, (body, r.text)
+            assert message in r.text, r.text

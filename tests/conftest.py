@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,19 @@ def write_h5(path: Path, datasets: dict[str, Any], **opts: Any) -> Path:
 
 def run_scan(path: Path, workers: int = 0, **options: Any) -> Report:
     return scan(path, ScanConfig(**options), workers=workers)
+
+
+def cli_json(path: Path) -> tuple[int, dict[str, Any]]:
+    """``dscan scan PATH --format json -j1`` in a fresh process: (exit status, the report); no traceback."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", str(path), "--format", "json", "-j1"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
 
 
 def finding(report: Report, code: str) -> Any:

@@ -3,7 +3,6 @@ list files with a byte-order mark, a stray NUL byte or a path too long for the f
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,18 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import codes, finding, run_scan, write_h5
-
-
-def _cli_json(path: Path) -> tuple[int, dict[str, object]]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "scanner_service.cli", "scan", str(path), "--format", "json", "-j1"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+from tests.conftest import cli_json, codes, finding, run_scan, write_h5
 
 
 def test_hdf5_object_names_that_are_not_utf8_are_scanned_and_reported_readably(tmp_path: Path) -> None:
@@ -34,7 +22,7 @@ def test_hdf5_object_names_that_are_not_utf8_are_scanned_and_reported_readably(t
     with h5py.File(path, "w") as fh:
         group = fh.create_group(b"grp\xff")
         group.create_dataset(b"data\xe9", data=data)
-    status, report = _cli_json(path)
+    status, report = cli_json(path)
     assert status == 1
     nan = next(f for f in report["findings"] if f["code"] == "V001")  # type: ignore[union-attr]
     assert [(loc["dataset"], loc["index"]) for loc in nan["locations"]] == [("/grp\\xff/data\\xe9", 3)]
@@ -58,7 +46,7 @@ def test_file_names_that_are_not_utf8_reach_json_readably(tmp_path: Path) -> Non
     data = np.arange(10, dtype=np.float32).reshape(5, 2)
     data[1, 1] = np.inf
     write_h5(folder / name, {"x": data})
-    status, report = _cli_json(folder)
+    status, report = cli_json(folder)
     assert status == 1
     inf = next(f for f in report["findings"] if f["code"] == "V002")  # type: ignore[union-attr]
     assert inf["locations"][0]["path"] == "caf\\xe9.h5"
@@ -69,7 +57,7 @@ def test_hdf5_list_with_bom_nul_byte_and_overlong_path(tmp_path: Path) -> None:
     lines = ["a.h5", "b\0ad.h5", "x" * 300 + ".h5", "a.h5"]
     listing = tmp_path / "train.txt"
     listing.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode() + b"\n")
-    status, report = _cli_json(listing)
+    status, report = cli_json(listing)
     assert status == 1  # the scan runs: the NUL byte does not make the list unreadable
     found = {f["code"]: f for f in report["findings"]}  # type: ignore[union-attr]
     assert set(found) == {"S005", "S001"}  # the BOM line names a.h5, which exists: no missing-file

@@ -3,15 +3,14 @@ NUL byte, and a stray marker inside JPEG data (damaged, not truncated)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from imagetools import codes, finding, jpeg, scan_dir, scan_start
+
+from tests.conftest import cli_json
 
 Write = Callable[[str, bytes], Path]
 
@@ -22,15 +21,8 @@ def test_a_file_name_that_is_not_utf8_is_reported_in_json(tmp_path: Path, rng: n
     good = jpeg(rng)
     (folder / "ok.jpg").write_bytes(good)
     (folder / os.fsdecode(b"trunc\xfe.jpg")).write_bytes(good[: len(good) // 2])
-    proc = subprocess.run(
-        [sys.executable, "-m", "scanner_service.cli", "scan", str(folder), "--format", "json", "-j1"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.returncode == 1
-    report = json.loads(proc.stdout)
+    status, report = cli_json(folder)
+    assert status == 1
     corrupt = next(f for f in report["findings"] if f["code"] == "I003")
     assert [loc["path"] for loc in corrupt["locations"]] == ["trunc\\xfe.jpg"]
 
@@ -64,15 +56,8 @@ def test_a_named_pipe_in_a_folder_is_skipped_not_opened(tmp_path: Path, rng: np.
     (folder / "cls" / "a.jpg").write_bytes(jpeg(rng))
     os.mkfifo(folder / "cls" / "pipe.jpg")  # opening it would block until a writer comes: forever
     os.mkfifo(folder / "cls" / "pipe")
-    proc = subprocess.run(
-        [sys.executable, "-m", "scanner_service.cli", "scan", str(folder), "--format", "json", "-j1"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    status, report = cli_json(folder)
+    assert status == 0
     assert report["summary"]["items_scanned"] == 1
     assert "2 not a regular file" in report["info"]["images.skipped"]
     listing = folder / "cls" / "list.txt"

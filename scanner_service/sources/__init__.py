@@ -8,6 +8,7 @@ h5py, lmdb ...) is imported when a source of that kind is opened.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,7 +60,20 @@ def detect_kind(path: Path) -> str:
         if accepts(path):
             return kind
     known = ", ".join(CLASSES)
-    raise UnsupportedSource(f"{path} is not a dataset dscan can read (formats: {known})", str(path))
+    why = _empty(path)
+    raise UnsupportedSource(f"{path} is not a dataset dscan can read{why} (formats: {known})", str(path))
+
+
+def _empty(path: Path) -> str:
+    """Why nothing was recognised, when it is emptiness: an empty file, a folder with no file below it."""
+    try:
+        if path.is_file():
+            return ": the file is empty" if path.stat().st_size == 0 else ""
+        if path.is_dir() and not any(files for _, _, files in os.walk(path)):
+            return ": the folder holds no file (its class folders, if any, are empty)"
+    except OSError:
+        return ""
+    return ""
 
 
 def open_source(path: Path, config: ScanConfig, kind: str | None = None) -> Source:

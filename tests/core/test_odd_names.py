@@ -133,3 +133,14 @@ def test_a_raw_decoder_shape_may_use_commas() -> None:
     from scanner_service.records import parse_decoder
 
     assert str(parse_decoder("raw:float32:3,8,8")) == str(parse_decoder("raw:float32:3x8x8")) == "raw:float32:3x8x8"
+
+
+def test_empty_inputs_say_they_are_empty(tmp_path: Path) -> None:
+    (tmp_path / "train.txt").write_bytes(b"")
+    (tmp_path / "folder" / "cat").mkdir(parents=True)
+    (tmp_path / "folder" / "dog").mkdir()
+    for path, why in ((tmp_path / "train.txt", "the file is empty"), (tmp_path / "folder", "holds no file")):
+        command = [sys.executable, "-m", "scanner_service.cli", "scan", str(path)]
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert proc.returncode == 2
+        assert "not a dataset dscan can read" in proc.stderr and why in proc.stderr

@@ -31,7 +31,7 @@ from ..partial import Partial
 from ..records import PICKLE, Decoder, parse_decoder
 from .base import Plan, Shard, Source, SourceInfo
 from .lmdb_files import DATA_FILE, is_lmdb_source
-from .lmdb_pages import cut, is_database_record, read_tree, sample_values
+from .lmdb_pages import cut, is_database_record, overlooked_meta, read_tree, sample_values
 from .lmdb_read import LABEL_STREAM, READERS, _DatumReader, _Pages, key_text, unhex
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 
@@ -101,7 +101,17 @@ class LmdbSource(Source):
             if forward.failure is not None:
                 planner.recover(forward)
         if planner.walked == 0 and entries == 0 and forward.failure is None:
-            partial.add("S006", Location(path=rel, detail="the LMDB environment holds no records"))
+            stale = overlooked_meta(self.data_file)
+            if stale is not None:
+                used, other, records = stale
+                detail = (
+                    f"damaged meta page: LMDB opens transaction {used:,}, an empty database, but the other meta "
+                    f"page records transaction {other:,} with {records:,} records (a damaged transaction id?); "
+                    "every reader sees no records"
+                )
+                partial.add("R004", Location(path=rel, detail=detail))
+            else:
+                partial.add("S006", Location(path=rel, detail="the LMDB environment holds no records"))
         planner.report(partial)
         if chosen is None and tree is not None and tree.entries:
             forward.sample = sample_values(self.data_file, tree, SAMPLE) or []

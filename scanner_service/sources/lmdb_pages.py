@@ -99,6 +99,33 @@ def read_tree(path: Path) -> Tree | None:
         return None
 
 
+def overlooked_meta(path: Path) -> tuple[int, int, int] | None:
+    """(txnid of the meta page LMDB uses, txnid and record count of the other one) when the one in use
+    describes an empty database and the other one records: a damaged transaction id makes LMDB open the
+    stale, empty state, and the records look gone. None otherwise (or when the meta pages cannot be read)."""
+    try:
+        with path.open("rb") as fh:
+            first = fh.read(HEADER + META.size)
+            psize = DB.unpack(META.unpack_from(first, HEADER)[4])[0]
+            if psize < 512 or psize > 1 << 16 or psize & (psize - 1):
+                return None
+            fh.seek(psize)
+            second = fh.read(HEADER + META.size)
+        metas = [META.unpack_from(page, HEADER) for page in (first, second)]
+    except (OSError, struct.error):
+        return None
+    # (txnid, entries, last page, meta page index); LMDB writes transaction t to meta page t & 1
+    states = [(m[7], DB.unpack(m[5])[6], m[6], i) for i, m in enumerate(metas) if m[0] == MAGIC]
+    if len(states) != 2:
+        return None
+    used, other = sorted(states, reverse=True)
+    if used[1] != 0 or other[1] == 0 or (other[2] + 1) * psize > path.stat().st_size:
+        return None
+    if used[0] - other[0] == 1 and used[0] & 1 == used[3]:
+        return None  # the newest transaction emptied the database: a real deletion, not damage
+    return used[0], other[0], other[1]
+
+
 class _Reader:
     def __init__(self, fd: int, size: int) -> None:
         self.fd, self.size = fd, size

@@ -127,3 +127,34 @@ def test_a_damaged_page_count_in_the_meta_page_is_reported_and_does_not_explode_
     damaged = finding(report, "R004")
     assert damaged is not None and "damaged meta page" in damaged.locations[0].detail
     assert report.summary.items_scanned == 3000
+
+
+def test_a_damaged_transaction_id_that_hides_every_record_is_lmdb_corrupt(tmp_path: Path) -> None:
+    from tests.lmdb.conftest import write_env
+
+    env = write_env(tmp_path / "env", [(key(i), datum(seed=i)) for i in range(200)])
+    # meta page 0 still holds the empty state of transaction 0; a flipped bit in its transaction id makes it
+    # the newest, and LMDB opens an empty database
+    patch(env / "data.mdb", 16 + 24 + 48 + 48 + 8, struct.pack("<Q", 1 << 23))
+    report = run_scan(env)
+    damaged = finding(report, "R004")
+    assert damaged is not None and "damaged meta page" in damaged.locations[0].detail
+    assert "200 records" in damaged.locations[0].detail
+    assert "S006" not in codes(report)
+
+
+def test_a_database_emptied_by_its_last_transaction_is_only_empty(tmp_path: Path) -> None:
+    import lmdb
+
+    path = tmp_path / "env"
+    env = lmdb.open(str(path), map_size=1 << 24)
+    with env.begin(write=True) as txn:
+        for i in range(50):
+            txn.put(key(i).encode(), datum(seed=i))
+    with env.begin(write=True) as txn:
+        for i in range(50):
+            txn.delete(key(i).encode())
+    env.close()
+    (path / "lock.mdb").unlink()
+    report = run_scan(path)
+    assert codes(report) == {"S006"}

@@ -184,6 +184,7 @@ class ImageListSource(ImageFilesSource):
         with self.path.open("r", encoding="utf-8-sig", errors="replace", newline="") as fh:
             lines = [(n, raw.rstrip("\r\n")) for n, raw in enumerate(fh, start=1)]
         parsed = [(n, *split_line(text)) for n, text in lines if text.strip()]
+        text_of = dict(lines)
         labelled = any(token is not None for _, _, token in parsed)
         rows: list[tuple[int, str, int | float | str | None]] = []
         for n, entry, token in parsed:
@@ -191,7 +192,10 @@ class ImageListSource(ImageFilesSource):
                 rows.append((n, entry, None))
                 continue
             if token is None:
-                self._syntax(partial, n, f"no label after {entry!r} (expected 'path label')")
+                if text_of[n][:1].isspace() and _number(entry) is not None:  # " 3": Caffe reads an empty path
+                    self._syntax(partial, n, f"no path before the label {entry!r} (expected 'path label')")
+                else:
+                    self._syntax(partial, n, f"no label after {entry!r} (expected 'path label')")
                 continue
             label = _number(token)
             if label is None:

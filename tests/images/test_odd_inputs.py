@@ -72,8 +72,9 @@ def test_a_named_pipe_in_a_folder_is_skipped_not_opened(tmp_path: Path, rng: np.
 def test_list_labels_are_ascii_numbers(write: Write, rng: np.random.Generator) -> None:
     for name in ("a", "b", "c", "d"):
         write(f"imgs/{name}.jpg", jpeg(rng))
-    listing = write("imgs/train.txt", "a.jpg 0\nb.jpg 1_0\nc.jpg \u0663\nd.jpg +1\n".encode())
+    listing = write("imgs/train.txt", "a.jpg 0\nb.jpg 1_0\nc.jpg \u0663\nd.jpg +1\n 1\n".encode())
     report = scan_dir(listing)
     bad = finding(report, "S005")
-    assert [loc.line for loc in bad.locations] == [2, 3]
+    assert [loc.line for loc in bad.locations] == [2, 3, 5]
+    assert bad.locations[2].detail.startswith("no path before the label '1'")
     assert [row.label for row in report.labels[0].histogram] == [0, 1]

@@ -18,14 +18,10 @@ def printable(text: str) -> str:
     """``text`` with what UTF-8 cannot carry spelled out (``caf\\xe9.jpg``); valid text comes back unchanged."""
     if text.isascii():
         return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        try:
-            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        except UnicodeEncodeError:  # a lone surrogate that no byte escapes: spell it as \udxxx
-            return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+    try:  # valid text encodes and decodes back unchanged; escaped bytes come back as \xff
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that no byte escapes: spell it as \udxxx
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 Text = Annotated[str, AfterValidator(printable)]

@@ -56,11 +56,11 @@ def inspect_image(data: bytes | memoryview, name: str = "", max_pixels: int = DE
         if fmt == "jpeg":
             from .jpeg import inspect_jpeg
 
-            inspect_jpeg(data, verdict, max_pixels, _jpeg_fallback(max_pixels))
+            inspect_jpeg(data, verdict, max_pixels, _pillow_fallback(max_pixels))
         elif fmt == "png":
             from .png import inspect_png
 
-            inspect_png(data, verdict, max_pixels, constant_value)
+            inspect_png(data, verdict, max_pixels, constant_value, _pillow_fallback(max_pixels))
         else:
             judge(data, verdict, max_pixels)
     except MemoryError:
@@ -72,7 +72,8 @@ def inspect_image(data: bytes | memoryview, name: str = "", max_pixels: int = DE
     return verdict
 
 
-def _jpeg_fallback(max_pixels: int) -> Any:
+def _pillow_fallback(max_pixels: int) -> Any:
+    """Pillow's full judge, for the JPEG and PNG checks to hand a file over to (the loader decides)."""
     from .pillow import judge
 
     def fallback(data: Any, verdict: Verdict) -> None:

@@ -24,11 +24,9 @@ to almost nothing): then Pillow decodes it to confirm.
 
 from __future__ import annotations
 
-import functools
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -216,10 +214,10 @@ def inspect_png(
     verdict: Verdict,
     max_pixels: int,
     constant_value: Callable[[Any], str | None],
-    pillow_fallback: Fallback | None = None,
+    pillow_fallback: Fallback,
 ) -> None:
     """Fill ``verdict`` for PNG bytes. ``constant_value(data)`` decodes a candidate to confirm constancy;
-    ``pillow_fallback(data, verdict)`` (default: Pillow's full judge) decides what damaged ancillary chunks do."""
+    ``pillow_fallback(data, verdict)`` (Pillow's full judge) decides what damaged ancillary chunks do."""
     verdict.judge = "png"
     try:
         _check(data, verdict, max_pixels, constant_value, pillow_fallback)
@@ -227,17 +225,8 @@ def inspect_png(
         verdict.error = str(exc)
 
 
-def _pillow_judge(max_pixels: int) -> Fallback:
-    from .pillow import judge
-
-    def fallback(data: Any, verdict: Verdict) -> None:
-        judge(data, verdict, max_pixels, fallback=True)
-
-    return fallback
-
-
 def _check(
-    data: Any, v: Verdict, max_pixels: int, constant_value: Callable[[Any], str | None], fallback: Fallback | None
+    data: Any, v: Verdict, max_pixels: int, constant_value: Callable[[Any], str | None], fallback: Fallback
 ) -> None:
     mv = memoryview(data)
     n = len(mv)
@@ -339,7 +328,7 @@ def _check(
     if anc is not None:
         anc.finish()
         if anc.problems or anc.limits:
-            _loader_decides(data, v, anc, fallback or _pillow_judge(max_pixels))
+            _loader_decides(data, v, anc, fallback)
             if v.error is not None:
                 return
     v.unusual = _unusual(head, transparency)
@@ -412,18 +401,12 @@ def _size(n: int) -> str:
     return f"{n} byte" if n == 1 else f"{n} bytes"
 
 
-@functools.cache
-def _png_plugin() -> ModuleType:
-    from PIL import PngImagePlugin
-
-    return PngImagePlugin
-
-
 def _pillow_limits() -> tuple[int, int]:
     """Pillow's limits on one inflated text chunk or ICC profile, and on all text (it raises beyond them);
     read on each use: a program may change them."""
-    plugin = _png_plugin()
-    return int(plugin.MAX_TEXT_CHUNK), int(plugin.MAX_TEXT_MEMORY)
+    from PIL import PngImagePlugin
+
+    return int(PngImagePlugin.MAX_TEXT_CHUNK), int(PngImagePlugin.MAX_TEXT_MEMORY)
 
 
 class _Ancillary:

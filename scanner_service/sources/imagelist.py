@@ -183,16 +183,15 @@ class ImageListSource(ImageFilesSource):
     def _list_rows(self, partial: Partial) -> list[tuple[int, str, int | float | str | None]]:
         with self.path.open("r", encoding="utf-8-sig", errors="replace", newline="") as fh:
             lines = [(n, raw.rstrip("\r\n")) for n, raw in enumerate(fh, start=1)]
-        parsed = [(n, *split_line(text)) for n, text in lines if text.strip()]
-        text_of = dict(lines)
-        labelled = any(token is not None for _, _, token in parsed)
+        parsed = [(n, text, *split_line(text)) for n, text in lines if text.strip()]
+        labelled = any(token is not None for _, _, _, token in parsed)
         rows: list[tuple[int, str, int | float | str | None]] = []
-        for n, entry, token in parsed:
+        for n, text, entry, token in parsed:
             if not labelled:
                 rows.append((n, entry, None))
                 continue
             if token is None:
-                if text_of[n][:1].isspace() and _number(entry) is not None:  # " 3": Caffe reads an empty path
+                if text[:1].isspace() and _number(entry) is not None:  # " 3": Caffe reads an empty path
                     self._syntax(partial, n, f"no path before the label {entry!r} (expected 'path label')")
                 else:
                     self._syntax(partial, n, f"no label after {entry!r} (expected 'path label')")

@@ -108,7 +108,7 @@ def _has_images(folder: Path) -> bool:
                 continue
             probes += 1
             try:
-                if not stat.S_ISREG(os.stat(entry.path).st_mode):  # a named pipe would block the open
+                if not entry.is_file():  # a named pipe would block the open
                     continue
                 with open(entry.path, "rb") as fh:
                     if sniff(fh.read(64)) is not None:

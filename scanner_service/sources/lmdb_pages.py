@@ -39,6 +39,8 @@ TRANSIENT = 0x10 | 0x4000 | 0x8000
 """Page flags LMDB uses in memory only (dirty, loose, keep): ignored when they linger on disk."""
 META = struct.Struct("<IIQQ48s48sQQ")
 DB = struct.Struct("<IHHQQQQQ")
+DB_ENTRIES = 6
+"""md_entries' place in an unpacked ``DB``."""
 INVALID = (1 << 64) - 1
 PAST_THE_END, NOT_OVERFLOW, BAD_NODE = 1, 2, 3
 F_SUBDATA = 0x02
@@ -105,25 +107,19 @@ def overlooked_meta(path: Path) -> tuple[int, int, int] | None:
     stale, empty state, and the records look gone. None otherwise (or when the meta pages cannot be read)."""
     try:
         with path.open("rb") as fh:
-            first = fh.read(HEADER + META.size)
-            psize = DB.unpack(META.unpack_from(first, HEADER)[4])[0]
-            if psize < 512 or psize > 1 << 16 or psize & (psize - 1):
-                return None
-            fh.seek(psize)
-            second = fh.read(HEADER + META.size)
-        metas = [META.unpack_from(page, HEADER) for page in (first, second)]
-    except (OSError, struct.error):
+            reader = _Reader(fh.fileno(), os.fstat(fh.fileno()).st_size)
+            metas = reader.metas()
+    except (OSError, _Unreadable, struct.error):
         return None
-    # (txnid, entries, last page, meta page index); LMDB writes transaction t to meta page t & 1
-    states = [(m[7], DB.unpack(m[5])[6], m[6], i) for i, m in enumerate(metas) if m[0] == MAGIC]
-    if len(states) != 2:
+    if len(metas) != 2:
         return None
-    used, other = sorted(states, reverse=True)
-    if used[1] != 0 or other[1] == 0 or (other[2] + 1) * psize > path.stat().st_size:
+    # LMDB writes transaction t to meta page t & 1: (txnid, free, main, last page, meta page index)
+    used, other = sorted(((*meta, i) for i, meta in enumerate(metas)), reverse=True)
+    if used[2][DB_ENTRIES] != 0 or other[2][DB_ENTRIES] == 0 or (other[3] + 1) * reader.psize > reader.size:
         return None
-    if used[0] - other[0] == 1 and used[0] & 1 == used[3]:
+    if used[0] - other[0] == 1 and used[0] & 1 == used[4]:
         return None  # the newest transaction emptied the database: a real deletion, not damage
-    return used[0], other[0], other[1]
+    return used[0], other[0], other[2][DB_ENTRIES]
 
 
 class _Reader:
@@ -139,7 +135,8 @@ class _Reader:
             raise _Unreadable("not an LMDB 0.9 meta page")
         return txnid, DB.unpack(free), DB.unpack(main), last_pgno
 
-    def tree(self) -> Tree:
+    def metas(self) -> list[tuple[int, tuple[int, ...], tuple[int, ...], int]]:
+        """The meta pages that read as such, in page order (the first must); sets ``psize``."""
         first = os.pread(self.fd, HEADER + META.size, 0)
         if len(first) < HEADER + META.size:
             raise _Unreadable("too short")
@@ -152,6 +149,11 @@ class _Reader:
         if len(second) == HEADER + META.size:
             with contextlib.suppress(_Unreadable):
                 metas.append(self._meta(second))
+        return metas
+
+    def tree(self) -> Tree:
+        metas = self.metas()
+        psize = self.psize
         _txnid, _free, main, last_pgno = max(metas)
         _pad, flags, depth, branch_pages, leaf_pages, overflow_pages, entries, root = main
         if flags != 0:

@@ -30,6 +30,7 @@ import deflate
 import h5py
 import numpy as np
 
+from ..buffers import aligned_buffer
 from ..items import DatasetMeta, LabelBlock, NumericBlock, ReadFailure
 from ..labels import label_tally
 from ..location import Location
@@ -409,7 +410,7 @@ class _SegmentReader:
             self.shape, self.dtype = (self.shape[0], *column.shape), column.base
         self.block_bytes = source.config.block_bytes
         self.index: ChunkIndex | None = None
-        self.raw = bytearray()
+        self.raw = aligned_buffer(0)
         """The stored (compressed) bytes of the chunk being decoded."""
         axis, channels = channel_layout(self.shape)
         self.meta = DatasetMeta(
@@ -569,7 +570,7 @@ class _SegmentReader:
         cannot be read."""
         chunk_bytes = math.prod(chunks) * self.dtype.itemsize
         span = max(1, self.block_bytes // chunk_bytes) * chunks[0]
-        buf = bytearray(min(span, self.seg["stop"] - self.seg["start"]) * self.row_bytes)
+        buf = aligned_buffer(min(span, self.seg["stop"] - self.seg["start"]) * self.row_bytes)
         view = memoryview(buf)
         rest = (0,) * (len(self.shape) - 1)
         for r in range(self.seg["start"], self.seg["stop"], span):
@@ -591,7 +592,7 @@ class _SegmentReader:
         """Whole-row chunks of rows ``start``..``stop`` decoded one by one into blocks of about ``block_bytes``."""
         chunk_bytes = math.prod(chunks) * self.dtype.itemsize
         group = max(1, self.block_bytes // chunk_bytes)
-        buf = bytearray(group * chunk_bytes)
+        buf = aligned_buffer(group * chunk_bytes)
         view = memoryview(buf)
         filters = _filters(self.ds)
         rest = (0,) * (len(self.shape) - 1)
@@ -634,7 +635,7 @@ class _SegmentReader:
         are scanned on their own.
         """
         chunk_bytes = math.prod(chunks) * self.dtype.itemsize
-        tmp = bytearray(chunk_bytes)
+        tmp = aligned_buffer(chunk_bytes)
         filters = _filters(self.ds)
         slab = np.empty((chunks[0], *self.shape[1:]), self.dtype)
         rest = (0,) * (len(self.shape) - 1)
@@ -679,7 +680,7 @@ class _SegmentReader:
                 raise OSError(f"chunk truncated: {got} of {size} bytes")
             return
         if len(self.raw) < stored:
-            self.raw = bytearray(stored)
+            self.raw = aligned_buffer(stored)
         got = os.preadv(self.fd, [memoryview(self.raw)[:stored]], at)  # a reused buffer: no fresh pages per chunk
         if got != stored:
             raise OSError(f"chunk truncated: {got} of {stored} stored bytes")
@@ -710,7 +711,7 @@ class _SegmentReader:
             return
         start, stop = self.seg["start"], self.seg["stop"]
         step = self._row_step()
-        buf = bytearray(min(step, stop - start) * self.row_bytes)
+        buf = aligned_buffer(min(step, stop - start) * self.row_bytes)
         view = memoryview(buf)
         rest = (0,) * (len(self.shape) - 1)
         for r in range(start, stop, step):

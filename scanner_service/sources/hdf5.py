@@ -144,6 +144,25 @@ def _unscanned_kind(dtype: np.dtype[Any]) -> str | None:
     return None
 
 
+def vds_source_file(vds_file: Path, name: str) -> Path | None:
+    """Where HDF5 finds the source file ``name`` of a virtual dataset in ``vds_file``; None when it finds none.
+
+    HDF5's search (H5Pset_virtual): an absolute name as it is; a relative one under each prefix of
+    ``HDF5_VDS_PREFIX`` (``${ORIGIN}`` is the virtual dataset's folder), then in the virtual dataset's folder,
+    then in the current directory.
+    """
+    candidate = Path(name)
+    if candidate.is_absolute():
+        return candidate if candidate.is_file() else None
+    origin = str(vds_file.parent)
+    prefixes = [p.replace("${ORIGIN}", origin) for p in os.environ.get("HDF5_VDS_PREFIX", "").split(":") if p]
+    for base in (*prefixes, origin, os.getcwd()):
+        found = Path(base) / candidate
+        if found.is_file():
+            return found
+    return None
+
+
 def _filters(ds: h5py.Dataset) -> list[int]:
     plist = ds.id.get_create_plist()
     return [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
@@ -197,7 +216,8 @@ class Hdf5Source(Source):
             more = (
                 f" and {len(self._unscanned) - UNSCANNED_SHOWN} more" if len(self._unscanned) > UNSCANNED_SHOWN else ""
             )
-            partial.info["hdf5.not_scanned"] = f"{len(self._unscanned)} numeric datasets not scanned: {shown}{more}"
+            count = len(self._unscanned)
+            partial.info["hdf5.not_scanned"] = f"{count} dataset{'s' if count > 1 else ''} not scanned: {shown}{more}"
         shards = self._pack(segments)
         info = SourceInfo(
             kind=self.kind,
@@ -222,7 +242,7 @@ class Hdf5Source(Source):
                 partial.add("S001", where.model_copy(update={"detail": "empty file (0 bytes)"}))
                 return []
             with open_h5(path) as fh:
-                datasets = self._walk(fh, rel, line, partial)
+                datasets = self._walk(fh, path, rel, line, partial)
         except (OSError, RuntimeError, ValueError, KeyError) as exc:
             partial.add("S001", where.model_copy(update={"detail": f"not a readable HDF5 file: {exc}"}))
             return []
@@ -240,7 +260,7 @@ class Hdf5Source(Source):
             segments.extend(self._segments(ds, rel, line, start))
         return segments
 
-    def _walk(self, fh: h5py.File, rel: str, line: int | None, partial: Partial) -> list[_Dataset]:
+    def _walk(self, fh: h5py.File, path: Path, rel: str, line: int | None, partial: Partial) -> list[_Dataset]:
         found: list[_Dataset] = []
 
         def visit(name: str | bytes, obj: Any) -> None:
@@ -269,6 +289,10 @@ class Hdf5Source(Source):
             if math.prod(shape) == 0 if shape else False:
                 partial.add("S006", Location(path=rel, line=line, dataset=shown, detail=f"shape {shape}"))
                 return
+            if obj.is_virtual and not self._virtual_sources_readable(
+                obj, path, Location(path=rel, line=line, dataset=shown), partial
+            ):
+                return
             if numeric_fields and shape:  # a table (pandas' format="table", PyTables): every numeric column
                 for f in numeric_fields:
                     sub = dtype[f]
@@ -283,7 +307,44 @@ class Hdf5Source(Source):
             found.append(_Dataset(shown, shape, dtype, obj.chunks, is_label, where))
 
         fh.visititems(visit)
+        fh.id.links.visit(lambda name, info: self._note_external(fh, name, info, rel), info=True)
         return found
+
+    def _note_external(self, fh: h5py.File, name: bytes, info: Any, rel: str) -> None:
+        """External links are not followed (the linked file may lie anywhere): they are named as not scanned."""
+        if info.type == h5py.h5l.TYPE_EXTERNAL:
+            filename, target = fh.id.links.get_val(name)
+            shown = printable("/" + object_name(name))
+            self._unscanned.append(
+                f"{rel}:{shown} (external link to {printable(object_name(filename))}:{printable(object_name(target))})"
+            )
+
+    def _virtual_sources_readable(self, obj: h5py.Dataset, path: Path, where: Location, partial: Partial) -> bool:
+        """Check the files a virtual dataset maps: a missing one is S004 (HDF5 silently reads its part as the
+        fill value, so the dataset is still scanned); one outside the data roots of a confined scan is S001, and
+        the dataset is not read at all."""
+        readable = True
+        for name in sorted({src.file_name for src in obj.virtual_sources()} - {"."}):
+            shown = printable(name)
+            if "%b" in name:  # a file-name pattern of an unlimited virtual dataset: where it leads is not known
+                if self.config.confine:
+                    detail = f"virtual dataset maps files named {shown}, which may lie outside the data roots: not read"
+                    partial.add("S001", where.model_copy(update={"detail": detail}))
+                    readable = False
+                continue
+            found = vds_source_file(path, name)
+            if found is None:
+                detail = (
+                    f"virtual dataset maps {shown}, which does not exist: "
+                    f"HDF5 reads that part as the fill value ({obj.fillvalue})"
+                )
+                partial.add("S004", where.model_copy(update={"detail": detail}))
+                continue
+            refused = self.outside(found)
+            if refused is not None:
+                partial.add("S001", where.model_copy(update={"detail": f"virtual dataset maps {shown}: {refused}"}))
+                readable = False
+        return readable
 
     def _check_lengths(self, datasets: list[_Dataset], rel: str, line: int | None, partial: Partial) -> None:
         for label in (d for d in datasets if d.is_label):

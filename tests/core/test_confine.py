@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import h5py
 import lmdb
 import numpy as np
 import pytest
@@ -93,3 +94,39 @@ def test_a_confined_scan_of_data_inside_is_the_same_scan(tmp_path: Path) -> None
     write_h5(data, {"x": values})
     plain, confined = run_scan(data), run_scan(data, confine=(str(tmp_path / "root"),))
     assert [f.model_dump() for f in plain.findings] == [f.model_dump() for f in confined.findings]
+
+
+def virtual_over(path: Path, source: str, rows: int = 10) -> Path:
+    """An HDF5 file whose dataset /x is virtual: all of it mapped from ``source``:/x."""
+    with h5py.File(path, "w") as fh:
+        layout = h5py.VirtualLayout(shape=(rows, 3), dtype=np.float32)
+        layout[:] = h5py.VirtualSource(source, "x", shape=(rows, 3))
+        fh.create_virtual_dataset("x", layout, fillvalue=0)
+    return path
+
+
+def test_a_virtual_dataset_mapping_a_file_outside_is_reported_not_read(places: tuple[Path, Path]) -> None:
+    root, outside = places
+    path = virtual_over(root / "vds.h5", "../outside/secret.h5")
+    unconfined = run_scan(path)
+    assert [loc.index for loc in finding(unconfined, "V001").locations] == [4]  # HDF5 reads it: so does dscan
+
+    confined = run_scan(path, confine=(str(root),))
+    assert "V001" not in codes(confined)
+    (loc,) = finding(confined, "S001").locations
+    assert (loc.path, loc.dataset) == ("vds.h5", "/x")
+    assert loc.detail.startswith("virtual dataset maps ../outside/secret.h5: it resolves outside")
+    assert "secret" not in str(confined.statistics)
+
+
+def test_an_external_link_is_named_not_followed(places: tuple[Path, Path]) -> None:
+    root, _ = places
+    path = root / "linked.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("own", data=np.arange(12, dtype=np.float32).reshape(4, 3))
+        fh["ext"] = h5py.ExternalLink("../outside/secret.h5", "/x")
+    report = run_scan(path)
+    assert "V001" not in codes(report)  # the NaN behind the link is not read
+    assert report.info["hdf5.not_scanned"] == (
+        "1 dataset not scanned: linked.h5:/ext (external link to ../outside/secret.h5:/x)"
+    )

@@ -103,13 +103,13 @@ def test_complex_and_variable_length_datasets_are_named_as_not_scanned(tmp_path:
         fh.create_dataset("names", data=np.array([b"a", b"b"]))  # strings hold no numbers: not listed
     report = run_scan(path)
     assert report.info["hdf5.not_scanned"] == (
-        "2 numeric datasets not scanned: odd.h5:/c (complex complex64), odd.h5:/v (variable-length float32)"
+        "2 datasets not scanned: odd.h5:/c (complex complex64), odd.h5:/v (variable-length float32)"
     )
     proc = subprocess.run(
         [sys.executable, "-m", "scanner_service.cli", "scan", str(path)], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0
-    assert "note: 2 numeric datasets not scanned" in proc.stdout
+    assert "note: 2 datasets not scanned" in proc.stdout
 
 
 def test_bounds_on_options_and_a_bounded_label_report(tmp_path: Path) -> None:
@@ -144,3 +144,30 @@ def test_empty_inputs_say_they_are_empty(tmp_path: Path) -> None:
         proc = subprocess.run(command, capture_output=True, text=True, check=False)
         assert proc.returncode == 2
         assert "not a dataset dscan can read" in proc.stderr and why in proc.stderr
+
+
+def test_a_virtual_dataset_whose_source_file_is_gone_is_missing_file(tmp_path: Path) -> None:
+    """HDF5 reads the part a missing source maps as the fill value, without an error: dscan says so."""
+    part = np.arange(12, dtype=np.float32).reshape(4, 3)
+    write_h5(tmp_path / "part0.h5", {"x": part})
+    path = tmp_path / "all.h5"
+    with h5py.File(path, "w") as fh:
+        layout = h5py.VirtualLayout(shape=(8, 3), dtype=np.float32)
+        layout[0:4] = h5py.VirtualSource("part0.h5", "x", shape=(4, 3))
+        layout[4:8] = h5py.VirtualSource("part1.h5", "x", shape=(4, 3))
+        fh.create_virtual_dataset("x", layout, fillvalue=-1)
+    status, report = cli_json(path)
+    assert status == 1
+    (missing,) = [f for f in report["findings"] if f["code"] == "S004"]  # type: ignore[union-attr]
+    (loc,) = missing["locations"]
+    assert (loc["path"], loc["dataset"]) == ("all.h5", "/x")
+    assert loc["detail"] == (
+        "virtual dataset maps part1.h5, which does not exist: HDF5 reads that part as the fill value (-1.0)"
+    )
+    (stats,) = report["statistics"]  # type: ignore[misc]
+    assert stats["min"] == -1.0  # the dataset is still scanned, as training would read it
+
+    write_h5(tmp_path / "part1.h5", {"x": part + 100})
+    status, report = cli_json(path)
+    assert status == 0
+    assert "S004" not in {f["code"] for f in report["findings"]}  # type: ignore[union-attr]

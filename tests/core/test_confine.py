@@ -106,7 +106,7 @@ def virtual_over(path: Path, source: str, rows: int = 10) -> Path:
 
 
 def test_a_virtual_dataset_mapping_a_file_outside_is_reported_not_read(places: tuple[Path, Path]) -> None:
-    root, outside = places
+    root, _ = places
     path = virtual_over(root / "vds.h5", "../outside/secret.h5")
     unconfined = run_scan(path)
     assert [loc.index for loc in finding(unconfined, "V001").locations] == [4]  # HDF5 reads it: so does dscan

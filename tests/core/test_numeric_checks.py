@@ -91,6 +91,42 @@ def test_constant_feature_column_and_channel(tmp_path: Path, rng: np.random.Gene
     ]
 
 
+@pytest.mark.parametrize("chunks", [None, (10, 3, 8, 8), (10, 1, 8, 8)])
+def test_constant_samples_of_images_are_found_and_table_rows_are_not(
+    tmp_path: Path, rng: np.random.Generator, chunks: tuple[int, ...] | None
+) -> None:
+    images = rng.normal(size=(50, 3, 8, 8)).astype(np.float32)
+    images[7] = 0.0
+    images[31] = 0.25
+    images[40, :, :, :] = 1.0
+    images[40, 2, 7, 7] = 1.5  # one value apart: not constant, and not where the probes look
+    table = rng.normal(size=(50, 6)).astype(np.float32)
+    table[3] = 0.0  # a feature row of zeros is ordinary
+    masks = np.zeros((50, 8, 8), np.uint8)  # so is an all-background segmentation mask
+    datasets = {"images": (images, {"chunks": chunks}), "table": table, "seg_mask": masks, "gt": masks}
+    path = write_h5(tmp_path / "c.h5", datasets)
+    found = finding(run_scan(path), "V005")
+    assert [(loc.dataset, loc.index, loc.detail) for loc in found.locations] == [
+        ("/images", 7, "every value is 0 (3×8×8)"),
+        ("/images", 31, "every value is 0.25 (3×8×8)"),
+    ]
+    assert found.count == 2
+
+
+def test_rows_a_writer_never_wrote_are_constant_samples(tmp_path: Path, rng: np.random.Generator) -> None:
+    path = tmp_path / "unfinished.h5"
+    with h5py.File(path, "w") as fh:
+        data = fh.create_dataset("data", shape=(100, 3, 4, 4), chunks=(10, 3, 4, 4), dtype="f4")
+        labels = fh.create_dataset("label", shape=(100,), dtype="i8")
+        data[:60] = rng.uniform(size=(60, 3, 4, 4))
+        labels[:60] = rng.integers(0, 3, 60)
+    report = run_scan(path, max_locations=1000)
+    found = finding(report, "V005")
+    assert [loc.index for loc in found.locations] == list(range(60, 100))
+    assert report.exit_code() == 0  # a warning: the gate decides with --fail-on warning
+    assert run_scan(path, fail_on="warning").exit_code() == 1
+
+
 def test_nan_fill_value_in_unwritten_chunks_is_found(tmp_path: Path) -> None:
     path = tmp_path / "fill.h5"
     with h5py.File(path, "w") as fh:

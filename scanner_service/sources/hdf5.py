@@ -212,11 +212,9 @@ class Hdf5Source(Source):
             tally.path = "." if multi else tally.path
             tally.dataset = stream
         if self._unscanned:
-            shown = ", ".join(self._unscanned[:UNSCANNED_SHOWN])
-            more = (
-                f" and {len(self._unscanned) - UNSCANNED_SHOWN} more" if len(self._unscanned) > UNSCANNED_SHOWN else ""
-            )
             count = len(self._unscanned)
+            shown = ", ".join(self._unscanned[:UNSCANNED_SHOWN])
+            more = f" and {count - UNSCANNED_SHOWN} more" if count > UNSCANNED_SHOWN else ""
             partial.info["hdf5.not_scanned"] = f"{count} dataset{'s' if count > 1 else ''} not scanned: {shown}{more}"
         shards = self._pack(segments)
         info = SourceInfo(
@@ -632,7 +630,6 @@ class _SegmentReader:
         chunk_bytes = math.prod(chunks) * self.dtype.itemsize
         span = max(1, self.block_bytes // chunk_bytes) * chunks[0]
         buf = aligned_buffer(min(span, self.seg["stop"] - self.seg["start"]) * self.row_bytes)
-        view = memoryview(buf)
         rest = (0,) * (len(self.shape) - 1)
         for r in range(self.seg["start"], self.seg["stop"], span):
             end = min(self.seg["stop"], r + span)
@@ -642,7 +639,7 @@ class _SegmentReader:
             if (
                 first is not None
                 and all(at == first + k * chunk_bytes for k, at in enumerate(where))
-                and os.preadv(self.fd, [view[:want]], first) == want
+                and os.preadv(self.fd, [buf[:want]], first) == want
             ):
                 data = np.frombuffer(buf, self.dtype, count=want // self.dtype.itemsize)
                 yield self._block(data.reshape(end - r, *self.shape[1:]), (r, *rest))
@@ -654,7 +651,6 @@ class _SegmentReader:
         chunk_bytes = math.prod(chunks) * self.dtype.itemsize
         group = max(1, self.block_bytes // chunk_bytes)
         buf = aligned_buffer(group * chunk_bytes)
-        view = memoryview(buf)
         filters = _filters(self.ds)
         rest = (0,) * (len(self.shape) - 1)
         filled, block_start = 0, start
@@ -667,7 +663,7 @@ class _SegmentReader:
         for offset in self._chunk_offsets(chunks, start, stop):
             label = _chunk_label(offset, chunks)
             valid = tuple(slice(0, min(c, s - o)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
-            target = view[filled * chunk_bytes : (filled + 1) * chunk_bytes]
+            target = buf[filled * chunk_bytes : (filled + 1) * chunk_bytes]
             try:
                 self._read_chunk(offset, target, filters, chunk_bytes)
             except (OSError, RuntimeError, ValueError, ZLIB_ERROR) as exc:
@@ -705,7 +701,7 @@ class _SegmentReader:
             failed: list[tuple[tuple[int, ...], BaseException]] = []
             for offset in self._chunk_offsets(chunks, r, r + 1):
                 try:
-                    self._read_chunk(offset, memoryview(tmp), filters, chunk_bytes)
+                    self._read_chunk(offset, tmp, filters, chunk_bytes)
                 except (OSError, RuntimeError, ValueError, ZLIB_ERROR) as exc:
                     failed.append((offset, exc))
                     continue
@@ -722,7 +718,7 @@ class _SegmentReader:
                 if offset in bad:
                     continue
                 valid = tuple(slice(0, min(c, s - o)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
-                self._read_chunk(offset, memoryview(tmp), filters, chunk_bytes)
+                self._read_chunk(offset, tmp, filters, chunk_bytes)
                 yield self._block(np.frombuffer(tmp, self.dtype).reshape(chunks)[valid].copy(), offset)
 
     def _read_chunk(self, offset: tuple[int, ...], target: memoryview, filters: list[int], size: int) -> None:
@@ -742,10 +738,10 @@ class _SegmentReader:
             return
         if len(self.raw) < stored:
             self.raw = aligned_buffer(stored)
-        got = os.preadv(self.fd, [memoryview(self.raw)[:stored]], at)  # a reused buffer: no fresh pages per chunk
+        got = os.preadv(self.fd, [self.raw[:stored]], at)  # a reused buffer: no fresh pages per chunk
         if got != stored:
             raise OSError(f"chunk truncated: {got} of {stored} stored bytes")
-        data: bytes | bytearray | memoryview = memoryview(self.raw)[:stored]
+        data: bytes | bytearray | memoryview = self.raw[:stored]
         shuffled = False
         for i in reversed(range(len(filters))):
             if mask & (1 << i):
@@ -773,12 +769,11 @@ class _SegmentReader:
         start, stop = self.seg["start"], self.seg["stop"]
         step = self._row_step()
         buf = aligned_buffer(min(step, stop - start) * self.row_bytes)
-        view = memoryview(buf)
         rest = (0,) * (len(self.shape) - 1)
         for r in range(start, stop, step):
             n = min(step, stop - r)
             want = n * self.row_bytes
-            got = os.preadv(self.fd, [view[:want]], base + r * self.row_bytes)
+            got = os.preadv(self.fd, [buf[:want]], base + r * self.row_bytes)
             whole = got // self.row_bytes
             if whole:
                 data = np.frombuffer(buf, self.dtype, count=whole * self.row_bytes // self.dtype.itemsize)

@@ -8,20 +8,33 @@ A file or HDF5 object name that is not valid UTF-8 reaches Python with its bytes
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel
 from pydantic_core import PydanticSerializationError
 
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ufffe\uffff]")
+"""Characters no report may carry raw: control characters (a terminal runs escape sequences, XML 1.0 forbids
+them) and the two non-characters XML forbids."""
+
+
+def _spell(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
 
 def printable(text: str) -> str:
-    """``text`` with what UTF-8 cannot carry spelled out (``caf\\xe9.jpg``); valid text comes back unchanged."""
-    if text.isascii():
+    """``text`` with what UTF-8 cannot carry and control characters spelled out (``caf\\xe9.jpg``,
+    ``a\\x1b[31m.jpg``); printable text comes back unchanged."""
+    if text.isprintable():  # the common case: no control character, no undecodable byte
         return text
-    try:  # valid text encodes and decodes back unchanged; escaped bytes come back as \xff
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:  # a lone surrogate that no byte escapes: spell it as \udxxx
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if not text.isascii():
+        try:  # valid text encodes and decodes back unchanged; escaped bytes come back as \xff
+            text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a lone surrogate that no byte escapes: spell it as \udxxx
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return CONTROL.sub(_spell, text)
 
 
 Text = Annotated[str, AfterValidator(printable)]

@@ -1,17 +1,20 @@
 """Folders of image files: the ImageFolder layout (one sub-folder per class) or a flat folder.
 
-Layout. A folder whose top level holds only folders (and files that are no data, see below) is an
-ImageFolder, as torchvision reads it: the classes are the sorted names of the top-level folders, every one
-of them, hidden and empty ones included (a stray ``.ipynb_checkpoints`` becomes class 0, and an empty
-class folder is a missing class); the images of a class are the files below its folder, recursively.
+Layout. A folder whose top level holds only folders (and files that are no images: a LICENSE, a README,
+which torchvision leaves alone too) is an ImageFolder, as torchvision reads it: the classes are the sorted
+names of the top-level folders, every one of them, hidden and empty ones included (a stray
+``.ipynb_checkpoints`` becomes class 0, and an empty class folder is a missing class); the images of a class
+are the files below its folder, recursively.
 Any other folder is flat: every file below it, recursively, without labels.
 
 Which files. Every file is inspected by content, whatever its extension: a ``.jpg`` that holds an HTML
 error page is a finding, not skipped. Skipped, because no loader reads them as images: hidden files
 (``.DS_Store``, unless they carry an image extension, like the ``._photo.jpg`` files macOS leaves, which
 loaders do pick up), ``Thumbs.db``/``desktop.ini``, files with extensions of text, code, archives and other
-data formats (``.txt``, ``.csv``, ``.json``, ``.npy`` ...), and hidden folders below the top level. The
-report's ``info`` counts what was skipped.
+data formats (``.txt``, ``.csv``, ``.json``, ``.npy`` ...), files with any other extension that is no image
+format's whose first bytes are no image's either (annotation sidecars: ``.pts``, ``.cat``, ``.xlsx``), and
+hidden folders below the top level. Files without an extension are always inspected. The report's ``info``
+counts what was skipped.
 
 Order and shards. Files are in ImageFolder's order (sorted folders, sorted names within each), which is the
 storage order a sequential reader sees. Shards are slices of that list, by bytes and by count. Labels are
@@ -24,17 +27,18 @@ import os
 import stat
 from abc import abstractmethod
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..imaging.sniff import IMAGE_EXTENSIONS, JUNK_NAMES, NON_IMAGE_EXTENSIONS, sniff
+from ..imaging.sniff import IMAGE_EXTENSIONS, JUNK_NAMES, NON_IMAGE_EXTENSIONS, damaged_png_signature, sniff
 from ..items import EncodedImage, LabelBlock, ReadFailure
 from ..location import Location
 from ..partial import LabelTally, Partial
+from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
 
 TARGET_SHARDS = 32
@@ -71,6 +75,21 @@ def skip_reason(name: str) -> str | None:
     if ext in NON_IMAGE_EXTENSIONS:
         return ext
     return None
+
+
+def starts_like_image(path: str) -> bool:
+    """Whether the file's first bytes are an image's (a damaged PNG signature counts). A file that cannot be
+    opened counts as one: the scan then reports why it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return True
+    return sniff(head) is not None or damaged_png_signature(head) is not None
+
+
+Probe = Callable[[str], bool]
+"""Whether a file whose name claims no format is scanned: ``starts_like_image``, or a confined source's own."""
 
 
 def _has_images(folder: Path) -> bool:
@@ -261,9 +280,14 @@ class ImageFilesSource(Source):
         return LabelBlock(stream=spec["stream"], labels=values, global_start=spec["start"], locate=locate)
 
 
-def walk_files(folder: str, root: str, skipped: Counter[str]) -> list[tuple[str, int]]:
+def walk_files(
+    folder: str, root: str, skipped: Counter[str], probe: Probe = starts_like_image
+) -> list[tuple[str, int]]:
     """(path relative to ``root``, size) of the files below ``folder``, in ImageFolder order (sorted
-    folders, sorted names within each), skipping non-data. Size -1: the file cannot be stat'ed."""
+    folders, sorted names within each), skipping non-data. Size -1: the file cannot be stat'ed.
+
+    A file whose extension is neither an image's nor a known non-image one (``.pts`` landmarks, ``.xlsx``)
+    is scanned only when ``probe`` says it starts like an image; files without an extension always are."""
     by_folder: dict[str, list[tuple[str, int]]] = {}
     prefix = len(root.rstrip(os.sep)) + 1
     stack = [folder]
@@ -305,6 +329,10 @@ def walk_files(folder: str, root: str, skipped: Counter[str]) -> list[tuple[str,
                     skipped["not a regular file"] += 1
                     continue
                 size = st.st_size
+                ext = os.path.splitext(entry.name)[1].lower()
+                if ext and ext not in IMAGE_EXTENSIONS and not probe(entry.path):
+                    skipped[printable(ext)] += 1  # a sidecar file (annotations, landmarks ...): no loader reads it
+                    continue
             found.append((entry.path[prefix:].replace(os.sep, "/"), size))
         found.sort()
         by_folder[current] = found
@@ -324,14 +352,20 @@ class ImageFolderSource(ImageFilesSource):
     def stream(self) -> str:
         return "."
 
-    def classes(self) -> list[str] | None:
-        """The class folder names when the folder has the ImageFolder layout, else None."""
+    def probe(self, path: str) -> bool:
+        """``starts_like_image``, without opening what a confined scan may not read (the scan reports it)."""
+        return self.outside(path) is not None or starts_like_image(path)
+
+    def layout(self) -> tuple[list[str] | None, Counter[str]]:
+        """The class folder names when the folder has the ImageFolder layout (else None), and the top-level
+        files an ImageFolder leaves alone (a LICENSE, a README), by reason."""
         try:
             with os.scandir(self.path) as it:
                 top = list(it)
         except OSError:
-            return None
+            return None, Counter()
         folders: list[str] = []
+        ignored: Counter[str] = Counter()
         for entry in top:
             try:
                 if entry.is_dir():
@@ -339,28 +373,36 @@ class ImageFolderSource(ImageFilesSource):
                     continue
             except OSError:
                 pass
-            if skip_reason(entry.name) is None:
-                return None  # data files at the top: a flat folder
-        return sorted(folders) or None
+            reason = skip_reason(entry.name)
+            if reason is None:
+                if self._top_image(entry):
+                    return None, Counter()  # images at the top: a flat folder
+                reason = "at the top level, no image"
+            ignored[reason] += 1
+        return (sorted(folders) or None), ignored
+
+    def _top_image(self, entry: os.DirEntry[str]) -> bool:
+        if os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS:
+            return True
+        try:
+            regular = entry.is_file()  # a named pipe would block the probe's open
+        except OSError:
+            return False
+        return regular and self.probe(entry.path)
 
     def entries(self, partial: Partial) -> list[Entry]:
-        skipped: Counter[str] = Counter()
-        classes = self.classes()
+        classes, skipped = self.layout()
         root = os.fspath(self.path)
         out: list[Entry] = []
         if classes is None:
-            out = [Entry(rel, size) for rel, size in walk_files(root, root, skipped)]
+            out = [Entry(rel, size) for rel, size in walk_files(root, root, skipped, self.probe)]
             partial.info["images.layout"] = "flat folder (no class sub-folders: no labels)"
         else:
             partial.labels[self.stream] = LabelTally(
                 path=".", classes=classes, dtype_kind="i", run_threshold=self.config.run_threshold
             )
-            for name in os.listdir(root):
-                reason = skip_reason(name) if not os.path.isdir(os.path.join(root, name)) else None
-                if reason is not None:
-                    skipped[reason] += 1
             for label, name in enumerate(classes):
-                found = walk_files(os.path.join(root, name), root, skipped)
+                found = walk_files(os.path.join(root, name), root, skipped, self.probe)
                 out += [Entry(rel, size, None, label) for rel, size in found]
             partial.info["images.layout"] = f"ImageFolder: {len(classes)} class folders"
         if skipped:

@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import h5py
 import numpy as np
 import pytest
 
+from scanner_service.render import render
 from tests.conftest import cli_json, codes, finding, run_scan, write_h5
 
 
@@ -50,6 +52,23 @@ def test_file_names_that_are_not_utf8_reach_json_readably(tmp_path: Path) -> Non
     assert status == 1
     inf = next(f for f in report["findings"] if f["code"] == "V002")  # type: ignore[union-attr]
     assert inf["locations"][0]["path"] == "caf\\xe9.h5"
+
+
+def test_control_characters_in_names_are_spelled_out_in_every_format(tmp_path: Path) -> None:
+    folder = tmp_path / "h5s"
+    folder.mkdir()
+    data = np.zeros((4, 2), np.float32)
+    data[2, 0] = np.nan
+    write_h5(folder / "ctl\x01\x1b[31mred.h5", {"x": data})
+    report = run_scan(folder)
+    shown = "ctl\\x01\\x1b[31mred.h5"
+    assert finding(report, "V001").locations[0].path == shown
+    junit = render(report, "junit")
+    failures = [el.text or "" for el in ElementTree.fromstring(junit).iter("failure")]  # raises if not XML
+    assert any(shown in text for text in failures)
+    for fmt in ("text", "markdown", "json"):
+        out = render(report, fmt)
+        assert "\x1b" not in out and "\x01" not in out, fmt
 
 
 def test_hdf5_list_with_bom_nul_byte_and_overlong_path(tmp_path: Path) -> None:

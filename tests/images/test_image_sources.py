@@ -70,6 +70,39 @@ def test_flat_folder_is_recursive_and_unlabelled(tmp_path: Path, write: Write, r
     assert codes(report) == set()
 
 
+def test_top_level_files_that_are_no_images_leave_the_imagefolder_layout(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    write("cat/0.jpg", jpeg(rng))
+    write("dog/0.jpg", jpeg(rng))
+    write("LICENSE", b"MIT License\n\nCopyright (c) the authors\n")
+    write("synset_words", b"n01440764 tench, Tinca tinca\n")
+    report = scan_dir(tmp_path)
+    assert report.info["images.layout"] == "ImageFolder: 2 class folders"
+    assert report.info["images.skipped"] == "2 files not scanned as images: 2 at the top level, no image"
+    assert codes(report) == set()
+    write("stray.jpg", jpeg(rng))  # an image at the top: torchvision would never load it, so the folder is flat
+    assert scan_dir(tmp_path).info["images.layout"].startswith("flat folder")
+
+
+def test_sidecar_files_are_skipped_unless_they_start_like_images(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    write("cat/0.jpg", jpeg(rng))
+    write("cat/0.pts", b"version: 1\nn_points: 68\n{\n30.5 40.2\n}\n")  # 300-W landmarks
+    write("cat/1.jpg.cat", b"9 175 160 239 162")  # Kaggle cat annotations
+    write("dog/0.jpg", jpeg(rng))
+    write("dog/labels.xlsx", b"PK\x03\x04" + bytes(60))
+    write("dog/odd.xyz", png(rng))  # an image under an extension no format claims: scanned
+    write("dog/page", b"<html><body>Access denied</body></html>")  # no extension: judged by content
+    report = scan_dir(tmp_path)
+    assert report.info["images.skipped"] == "3 files not scanned as images: 1 .cat, 1 .pts, 1 .xlsx"
+    assert report.summary.items_scanned == 4
+    assert [(row.name, row.count) for row in report.labels[0].histogram] == [("cat", 1), ("dog", 3)]
+    assert codes(report) == {"I002"}
+    assert [loc for loc, _, _ in _locs(report, "I002")] == ["dog/page"]
+
+
 def test_folder_detection(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     write("noext/0001", jpeg(rng))
     assert detect_kind(tmp_path / "noext") == "images"

@@ -114,12 +114,19 @@ def overlooked_meta(path: Path) -> tuple[int, int, int] | None:
     if len(metas) != 2:
         return None
     # LMDB writes transaction t to meta page t & 1: (txnid, free, main, last page, meta page index)
-    used, other = sorted(((*meta, i) for i, meta in enumerate(metas)), reverse=True)
+    chosen = picked(metas)
+    used, other = (*metas[chosen], chosen), (*metas[1 - chosen], 1 - chosen)
     if used[2][DB_ENTRIES] != 0 or other[2][DB_ENTRIES] == 0 or (other[3] + 1) * reader.psize > reader.size:
         return None
     if used[0] - other[0] == 1 and used[0] & 1 == used[4]:
         return None  # the newest transaction emptied the database: a real deletion, not damage
     return used[0], other[0], other[2][DB_ENTRIES]
+
+
+def picked(metas: list[Any]) -> int:
+    """The meta page LMDB opens (``mdb_env_pick_meta``): page 1 only when its transaction id is higher, so
+    page 0 when the two are equal."""
+    return 1 if len(metas) == 2 and metas[0][0] < metas[1][0] else 0
 
 
 class _Reader:
@@ -154,7 +161,7 @@ class _Reader:
     def tree(self) -> Tree:
         metas = self.metas()
         psize = self.psize
-        _txnid, _free, main, last_pgno = max(metas)
+        _txnid, _free, main, last_pgno = metas[picked(metas)]
         _pad, flags, depth, branch_pages, leaf_pages, overflow_pages, entries, root = main
         if flags != 0:
             raise _Unreadable("database flags (sorted duplicates, reverse or integer keys)")

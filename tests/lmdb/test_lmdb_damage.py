@@ -143,6 +143,23 @@ def test_a_damaged_transaction_id_that_hides_every_record_is_lmdb_corrupt(tmp_pa
     assert "S006" not in codes(report)
 
 
+def test_equal_transaction_ids_open_the_first_meta_page_as_lmdb_does(tmp_path: Path) -> None:
+    import lmdb
+
+    from tests.lmdb.conftest import write_env
+
+    env = write_env(tmp_path / "env", [(key(i), datum(seed=i)) for i in range(200)])
+    # the records are transaction 1, on meta page 1; a damaged id 0 there ties with meta page 0's empty
+    # transaction 0, and LMDB then opens meta page 0
+    patch(env / "data.mdb", page_size(env) + 16 + 24 + 48 + 48 + 8, struct.pack("<Q", 0))
+    with lmdb.open(str(env), readonly=True, lock=False) as opened:
+        assert opened.stat()["entries"] == 0
+    report = run_scan(env)
+    damaged = finding(report, "R004")
+    assert damaged is not None and "damaged meta page" in damaged.locations[0].detail
+    assert "200 records" in damaged.locations[0].detail
+
+
 def test_a_database_emptied_by_its_last_transaction_is_only_empty(tmp_path: Path) -> None:
     import lmdb
 

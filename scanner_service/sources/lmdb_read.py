@@ -38,8 +38,12 @@ BLOCK_RECORDS = 1 << 16
 NO_LABEL = 1 << 40
 """Stands for a record without a label in the label buffer (records with one are int32)."""
 LABEL_STREAM = "label"
+MAX_KEY = 511
+"""LMDB's largest key (``MDB_MAXKEYSIZE``): printable keys up to this are shown whole (convert_imageset's
+keys hold the image's path)."""
 LONG_KEY = 128
-"""Keys longer than this are shown by their first bytes (damaged leaf pages make up long keys)."""
+"""Keys that are not printable text and longer than this are shown by their first bytes (damaged leaf
+pages make up long keys)."""
 MARK_EVERY = 4096
 """``_Keys`` remembers a key every this many positions it walks past."""
 
@@ -53,7 +57,7 @@ def key_text(key: bytes | memoryview | None) -> str | None:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         text = ""
-    if text and text.isprintable() and not text.startswith("0x") and len(raw) <= LONG_KEY:
+    if text and text.isprintable() and not text.startswith("0x") and len(raw) <= MAX_KEY:
         return text
     if len(raw) > LONG_KEY:
         return f"0x{raw[: LONG_KEY // 2].hex()}… ({len(raw)} bytes)"

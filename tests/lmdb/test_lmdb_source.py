@@ -112,6 +112,8 @@ def test_key_text() -> None:
     assert key_text(b"\x00\x00\x01\xff") == "0x000001ff"
     assert key_text(b"0x12") == "0x30783132"  # text that looks like hex is shown as hex: no ambiguity
     assert key_text(b"\x01" * 500).endswith("(500 bytes)")
+    long_path = b"00000042_/mnt/nfs/datasets/imagenet/train/" + b"n01440764/" * 8 + b"n01440764_10042.JPEG"
+    assert len(long_path) > 128 and key_text(long_path) == long_path.decode()  # convert_imageset keys: whole
 
 
 def test_cli_text_report_names_keys(make_env: EnvMaker) -> None:

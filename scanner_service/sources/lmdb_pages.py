@@ -341,7 +341,8 @@ def check_overflow(records: Records, window: np.ndarray[Any, Any], base: int, ps
 def sample_values(path: Path, tree: Tree, count: int, limit: int = 16 << 20) -> list[bytes] | None:
     """About ``count`` values, half from the first records and half spread over the leaves, read with pread.
 
-    None when a page or value is not what the tree says (the caller samples through LMDB instead).
+    A value that is not where the tree says (past the end of the file, an overflow page that is none) is left
+    out; None when the leaf pages themselves are not what the tree says (the caller samples through LMDB).
     """
     if not tree.leaves:
         return []
@@ -371,12 +372,12 @@ def sample_values(path: Path, tree: Tree, count: int, limit: int = 16 << 20) -> 
                     break
                 data = os.pread(fd, length, at)
                 if len(data) != length:
-                    return None
+                    continue
                 if records.overflow[i]:
                     head = os.pread(fd, HEADER, at - HEADER)
                     number, _pad, flags = struct.unpack_from("<QHH", head)
                     if number != records.overflow[i] or (flags & ~TRANSIENT) != P_OVERFLOW:
-                        return None
+                        continue
                 values.append(data)
                 total += length
     except OSError:

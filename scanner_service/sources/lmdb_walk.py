@@ -12,6 +12,7 @@ decoder. Nothing is ever written: the environment is opened read-only and withou
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import pickle
@@ -20,7 +21,7 @@ import struct
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -140,8 +141,8 @@ def _child(send: Sink, trace: mmap.mmap | None, path: Path, subdir: bool, job: J
         send(("meta", stat, per))
         with env.begin(buffers=False) as txn:
             firsts = _walk_keys(send, trace, txn, job, per) if job.walk else list(job.sample_keys)
-            if job.sample:
-                _sample(send, txn, job.sample, firsts)
+        if job.sample:
+            _sample(send, env, job.sample, firsts)
     finally:
         env.close()
 
@@ -235,29 +236,48 @@ def _traced(keys: Iterator[bytes], trace: mmap.mmap | None, stop: bytes | None, 
         yield key
 
 
-def _sample(send: Sink, txn: Any, count: int, firsts: list[bytes]) -> None:
-    values: list[bytes] = []
+def _sample(send: Sink, env: Any, count: int, firsts: list[bytes]) -> None:
+    """Send about ``count`` values, half from the first records and half spread over the key ranges, each
+    as soon as it is read: what a damaged page or a crash leaves out costs only itself. Each part reads in a
+    transaction of its own (LMDB fails every later call of a transaction that met a damaged page)."""
     total = 0
-    try:
-        cursor = txn.cursor()
-        if cursor.first():
-            for value in islice(cursor.iternext(keys=False, values=True), (count + 1) // 2):
-                values.append(value)
-                total += len(value)
-                if total >= SAMPLE_BYTES:
-                    break
-        spread = firsts[1 :: max(1, len(firsts) // max(1, count // 2))][: count // 2]
-        for key in spread:
+    failure: str | None = None
+
+    def take(values: Iterable[bytes]) -> None:
+        nonlocal total
+        for value in values:
+            send(("sample", [value]))
+            total += len(value)
             if total >= SAMPLE_BYTES:
-                break
-            value = txn.get(key)
-            if value is not None:
-                values.append(value)
-                total += len(value)
-        send(("sample", values))
-    except lmdb.Error as exc:
-        send(("sample", values))
-        send(("sample_failure", f"{type(exc).__name__}: {exc}"))
+                return
+
+    def ends(last: bool) -> None:
+        with env.begin(buffers=False) as txn:
+            cursor = txn.cursor()
+            if cursor.last() if last else cursor.first():
+                values = cursor.iterprev(keys=False) if last else cursor.iternext(keys=False)
+                take(islice(values, (count + 1) // 2))
+
+    try:
+        ends(last=False)
+    except lmdb.Error as exc:  # a damaged page on the way: the spread keys may still be reachable
+        failure = f"{type(exc).__name__}: {exc}"
+    for key in firsts[1 :: max(1, len(firsts) // max(1, count // 2))][: count // 2]:
+        if total >= SAMPLE_BYTES:
+            break
+        try:
+            with env.begin(buffers=False) as txn:
+                value = txn.get(key)
+        except lmdb.Error as exc:
+            failure = failure or f"{type(exc).__name__}: {exc}"
+            continue
+        if value is not None:
+            take([value])
+    if failure is not None and total == 0:  # nothing reachable from the front: the last records, backwards
+        with contextlib.suppress(lmdb.Error):
+            ends(last=True)
+    if failure is not None:
+        send(("sample_failure", failure))
 
 
 def exit_reason(status: int) -> str:
@@ -352,7 +372,7 @@ def _collect(data: bytes) -> Walk:
         elif kind == "failure":
             result.failure = message[1]
         elif kind == "sample":
-            result.sample = message[1]
+            result.sample.extend(message[1])
         elif kind == "sample_failure":
             result.sample_failure = message[1]
     return result

@@ -64,6 +64,34 @@ def test_damaged_leaf_page_reports_the_last_good_key_and_scans_the_rest(big_env:
     assert report.labels[0].total == N - len(lost)
 
 
+def test_a_damaged_first_leaf_still_leaves_the_decoder_detected_from_the_rest(big_env: Path) -> None:
+    data = (big_env / "data.mdb").read_bytes()
+    psize = page_size(big_env)
+    page = leaf_of(data, key(0).encode(), psize)
+    lost = leaf_keys(data, page, psize)
+    patch(big_env / "data.mdb", page * psize + 10, P_OVERFLOW.to_bytes(2, "little"))  # the front is unreachable
+    report = run_scan(big_env, workers=2)
+    assert "R001" not in codes(report)  # the sample comes from the records that can be read
+    assert report.info["lmdb.decoder"].startswith("datum")
+    assert report.summary.items_scanned == N - len(lost)
+    assert "R004" in codes(report)
+
+
+def test_a_file_cut_inside_an_early_value_costs_only_the_records_past_the_cut(make_env: EnvMaker) -> None:
+    records = [(key(i), datum(shape=(3, 128, 128), label=i % 2, seed=i)) for i in range(20)]
+    records[3] = (key(3), datum(shape=(3, 128, 128), data=b"\x01" * 100, label=1))  # a planted size mismatch
+    env = make_env(records)
+    data = (env / "data.mdb").read_bytes()
+    node = node_of(data, key(10).encode())
+    first_page = struct.unpack_from("<Q", data, node + 8 + len(key(10)))[0]  # the value's overflow pages
+    os.truncate(env / "data.mdb", (first_page + 2) * page_size(env))
+    report = run_scan(env, workers=2)
+    assert "R001" not in codes(report)
+    assert [loc.key for loc in finding(report, "R002").locations] == [key(3)]
+    assert report.summary.items_scanned >= 10
+    assert any(loc.key == key(10) for loc in finding(report, "R004").locations)
+
+
 def test_record_past_the_end_of_the_file_is_reported_without_reading_it(big_env: Path) -> None:
     node = node_of((big_env / "data.mdb").read_bytes(), key(777).encode())
     patch(big_env / "data.mdb", node, struct.pack("<HH", 0xFFFF, 0x7FFF))  # value size ~2 GB: past the map

@@ -168,6 +168,16 @@ class _Reader:
         text = key_text(key) if key is not None else key_text(self.key_at(pos))
         return Location(path=self.rel, key=text, index=pos, detail=detail)
 
+    def _after(self, pos: int) -> str:
+        """' after key K' naming the record before ``pos`` in this shard, when it can be looked up."""
+        if pos <= self.start:
+            return ""
+        try:
+            before = self.key_at(pos - 1)
+        except (lmdb.Error, IndexError):
+            return ""
+        return f" after key {key_text(before)}" if before else ""
+
     def key_at(self, pos: int) -> bytes | None:
         """The key of the record at ``pos`` of this shard, looked up afterwards."""
         if self.pages is not None:
@@ -189,7 +199,17 @@ class _Reader:
         self, code: str, pos: int, key: bytes | memoryview | None, detail: str, value: bytes | memoryview | None = None
     ) -> ReadFailure:
         self.accounted += 1
-        return ReadFailure(code, self.location(pos, key, detail), items=1, nbytes=len(value) if value else 0)
+        raw = bytes(key) if key is not None else self.key_at(pos)
+        if raw == b"":  # LMDB refuses empty keys: this node was cut short or overwritten, not written so
+            code = "R004"
+            detail = (
+                f"damaged record node{self._after(pos)}: its key is empty, which LMDB never stores (a leaf page "
+                f"cut short or overwritten); its value reads as: {detail}"
+            )
+            where = Location(path=self.rel, index=pos, detail=detail)
+        else:
+            where = Location(path=self.rel, key=key_text(raw), index=pos, detail=detail)
+        return ReadFailure(code, where, items=1, nbytes=len(value) if value else 0)
 
     def bad_value(self, pos: int, key: bytes | memoryview | None, value: bytes | memoryview, why: str) -> ReadFailure:
         """A value the decoder refuses: pickled-records when it is a pickle, else record-invalid."""

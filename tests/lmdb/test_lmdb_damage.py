@@ -92,6 +92,18 @@ def test_a_file_cut_inside_an_early_value_costs_only_the_records_past_the_cut(ma
     assert any(loc.key == key(10) for loc in finding(report, "R004").locations)
 
 
+def test_a_node_cut_short_is_lmdb_corrupt_after_the_key_before_it(make_env: EnvMaker) -> None:
+    env = make_env([(f"{i:08d}_img{i}.jpg", datum(shape=(3, 16, 16), label=i % 10, seed=i)) for i in range(2000)])
+    data = env / "data.mdb"
+    os.truncate(data, data.stat().st_size - 1000)  # the last leaf page loses its end, where its first node is
+    report = run_scan(env)
+    every = [loc for f in report.findings for loc in f.locations]
+    assert all(loc.key != "0x" for loc in every)  # no record under an empty key: LMDB stores none
+    cut = [loc for loc in finding(report, "R004").locations if "its key is empty" in (loc.detail or "")]
+    assert len(cut) == 1 and cut[0].key is None
+    assert f"after key {cut[0].index - 1:08d}_img{cut[0].index - 1}.jpg" in (cut[0].detail or "")
+
+
 def test_record_past_the_end_of_the_file_is_reported_without_reading_it(big_env: Path) -> None:
     node = node_of((big_env / "data.mdb").read_bytes(), key(777).encode())
     patch(big_env / "data.mdb", node, struct.pack("<HH", 0xFFFF, 0x7FFF))  # value size ~2 GB: past the map

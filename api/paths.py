@@ -1,6 +1,6 @@
 """Which datasets may be scanned: paths inside the data roots, after resolving symlinks and ``..``.
 
-Also the dataset's fingerprint for deduplication: every file's relative path, size and mtime.
+Also the dataset's fingerprint for deduplication: every file's path, size and mtime, a list's entries included.
 """
 
 from __future__ import annotations
@@ -10,6 +10,10 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from scanner_service.config import ScanConfig
+from scanner_service.errors import DscanError
+from scanner_service.sources import open_source
 
 
 class PathRejected(Exception):
@@ -47,30 +51,54 @@ def resolve_inside(raw: str, roots: list[Path], what: str = "path") -> Path:
     return real
 
 
-def fingerprint(target: Path) -> str:
-    """A digest of every file under ``target``: relative path, size and modification time (no content)."""
+def fingerprint(target: Path, config: ScanConfig) -> str:
+    """A digest of every file the scan reads: relative path, size and modification time (no content).
+
+    That is every file below a folder (folder links followed, as the scans follow them), or the file itself
+    and, for a list, every file it names.
+    """
     digest = hashlib.sha256()
-    if not target.is_dir():
-        st = target.stat()
-        digest.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    if target.is_dir():
+        _walk_into(digest, target)
         return digest.hexdigest()
-    for folder, dirs, files in os.walk(target):
-        dirs.sort()
-        rel = os.path.relpath(folder, target)
-        for name in sorted(files):
-            try:
-                st = os.stat(os.path.join(folder, name))
-                line = f"{rel}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n"
-            except OSError as exc:
-                line = f"{rel}/{name}\0error {exc.errno}\n"
-            digest.update(line.encode("utf-8", "surrogateescape"))
+    digest.update(_stat_line(target, "."))
+    try:
+        listed = open_source(target, config).listed_files()
+    except DscanError:  # no dataset: the scan reports it
+        listed = []
+    for path in listed:
+        digest.update(_stat_line(path, str(path)))
     return digest.hexdigest()
 
 
-def request_digest(target: Path, options: dict[str, Any], callback_url: str | None) -> str:
+def _stat_line(path: Path | str, name: str) -> bytes:
+    try:
+        st = os.stat(path)
+        line = f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n"
+    except OSError as exc:
+        line = f"{name}\0error {exc.errno}\n"
+    return line.encode("utf-8", "surrogateescape")
+
+
+def _walk_into(digest: Any, target: Path) -> None:
+    seen: set[tuple[int, int]] = set()
+    for folder, dirs, files in os.walk(target, followlinks=True):
+        st = os.stat(folder)
+        if (st.st_dev, st.st_ino) in seen:  # a link cycle, or a folder reached twice
+            dirs.clear()
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs.sort()
+        rel = os.path.relpath(folder, target)
+        for name in sorted(files):
+            digest.update(_stat_line(os.path.join(folder, name), f"{rel}/{name}"))
+
+
+def request_digest(target: Path, config: ScanConfig, options: dict[str, Any], callback_url: str | None) -> str:
     """Same digest = same request on an unchanged dataset."""
+    files = fingerprint(target, config)
     body = json.dumps(
-        {"target": str(target), "options": options, "callback": callback_url, "files": fingerprint(target)},
+        {"target": str(target), "options": options, "callback": callback_url, "files": files},
         sort_keys=True,
     )
     return hashlib.sha256(body.encode()).hexdigest()

@@ -14,6 +14,7 @@ from scanner_service import checks
 from scanner_service.errors import DscanError
 from scanner_service.render import MEDIA_TYPES, render
 from scanner_service.report import Report
+from scanner_service.sources import detect_kind
 from workers.store import JobRecord, JobStatus, TaskName
 
 from ..deps import Authenticated, QueueDep, SettingsDep, StoreDep
@@ -69,6 +70,10 @@ def create_scan(
     except DscanError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     target = resolve_inside(body.path, settings.data_roots)
+    try:
+        detect_kind(target)  # a file or folder of no format dscan reads: said now, not by a failed job
+    except DscanError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     if config.root is not None:
         resolve_inside(config.root, settings.data_roots, what="root")
     callback = str(body.callback_url) if body.callback_url is not None else None
@@ -86,7 +91,7 @@ def create_scan(
     config = config.model_copy(update={"confine": tuple(str(root) for root in settings.data_roots)})
     options = config.model_dump(mode="json", exclude_defaults=True)
     try:
-        digest = request_digest(target, options, callback)
+        digest = request_digest(target, config, options, callback)
     except OSError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"cannot read {body.path!r}: {exc}") from None
     if not body.force:

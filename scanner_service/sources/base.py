@@ -64,6 +64,10 @@ class Source(ABC):
         self.config = config
         self._roots: list[str] | None = None
 
+    def listed_files(self) -> list[Path]:
+        """The files a scan reads that are not below ``path``: a list's entries (none for most formats)."""
+        return []
+
     def outside(self, path: Path | str) -> str | None:
         """Why ``path`` must not be read: it resolves (symlinks followed) outside ``config.confine``. None
         when it may be read, or when the scan is not confined. Checked before a file is even looked at, so a

@@ -32,6 +32,9 @@ class Hdf5ListSource(Hdf5Source):
     def root(self) -> Path:
         return self.path.parent
 
+    def listed_files(self) -> list[Path]:
+        return [path for path, _line in self.list_files(Partial())]
+
     def list_files(self, partial: Partial) -> list[tuple[Path, int | None]]:
         files: list[tuple[Path, int | None]] = []
         list_name = self.path.name

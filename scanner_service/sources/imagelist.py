@@ -132,6 +132,10 @@ class ImageListSource(ImageFilesSource):
         """The list file as locations name it (relative to the root when it lies below it)."""
         return self.relative(self.path)
 
+    def listed_files(self) -> list[Path]:
+        root = self.data_root()
+        return [Path(os.path.join(root, e.path)) for e in self.entries(Partial())]
+
     def entries(self, partial: Partial) -> list[Entry]:
         rows = self._csv_rows(partial) if self.is_csv else self._list_rows(partial)
         labels = [label for _, _, label in rows if label is not None]

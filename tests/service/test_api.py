@@ -208,6 +208,32 @@ def test_same_request_on_unchanged_data_is_deduplicated(service: Service, tmp_pa
         assert not changed["deduplicated"]
 
 
+def test_a_list_is_a_new_request_when_a_file_it_names_changes(service: Service) -> None:
+    import shutil
+
+    folder = service.data_root / f"dedup-list-{os.getpid()}-{time.monotonic_ns()}"
+    (folder / "elsewhere").mkdir(parents=True)
+    shutil.copy(service.data_root / "small" / "s0.h5", folder / "elsewhere" / "a.h5")
+    listing = folder / "train_h5.txt"
+    listing.write_text("elsewhere/a.h5\n")
+    with service.client() as client:
+        first = submit(client, listing)
+        wait_job(client, first["id"])
+        assert client.post("/api/v1/scans", json={"path": str(listing)}).json()["deduplicated"]
+        stat = (folder / "elsewhere" / "a.h5").stat()  # the list is untouched, the file it names changed
+        os.utime(folder / "elsewhere" / "a.h5", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        again = submit(client, listing)
+        assert again["id"] != first["id"] and not again["deduplicated"]
+
+
+def test_a_path_that_holds_no_dataset_is_refused_at_once(service: Service) -> None:
+    notes = service.data_root / f"notes-{os.getpid()}-{time.monotonic_ns()}.bin"
+    notes.write_bytes(b"\x00\x01 no dataset here")
+    with service.client() as client:
+        r = client.post("/api/v1/scans", json={"path": str(notes)})
+    assert r.status_code == 422 and "is not a dataset dscan can read" in r.json()["detail"]
+
+
 def test_list_is_newest_first_paginated_and_filtered(service: Service) -> None:
     small = service.data_root / "small"
     with service.client() as client:

@@ -413,11 +413,18 @@ def options_text(options: dict[str, Any]) -> list[tuple[str, str]]:
 # -- dataset suggestions ----------------------------------------------------------------------------
 
 
+def _suggestible(name: str) -> bool:
+    """Not hidden, and a name a form can send back: printable UTF-8 (a name that is not UTF-8 or holds control
+    characters cannot be typed, and would not even reach the page)."""
+    return not name.startswith(".") and name.isprintable()
+
+
 class Suggestions:
     """Entries under the data roots (folders and files, a few levels deep) for the form's datalist.
 
     Walked at most every ``ttl`` seconds and capped at ``limit`` entries, so a page view stays cheap on a
-    root with millions of files. Hidden entries are skipped; symlinked folders are listed, not entered.
+    root with millions of files. Hidden entries and names that are not printable UTF-8 are skipped; symlinked
+    folders are listed, not entered.
     """
 
     def __init__(self, roots: list[Path], depth: int = 3, limit: int = 400, ttl: float = 15.0) -> None:
@@ -444,7 +451,7 @@ class Suggestions:
                 for folder in level:
                     try:
                         with os.scandir(folder) as it:
-                            entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
+                            entries = sorted((e for e in it if _suggestible(e.name)), key=lambda e: e.name)
                     except OSError:
                         continue
                     for entry in entries:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,14 @@ def test_suggestions_list_entries_under_the_roots(tmp_path: Path) -> None:
     assert str(root / "link") in found and not any(p.startswith(str(root / "link") + "/") for p in found)
     assert found == sorted(found)
     assert len(views.Suggestions([root], limit=2).walk()) == 2
+
+
+def test_suggestions_leave_out_names_a_page_cannot_carry(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "fine.h5").write_bytes(b"")
+    open(os.fsencode(root) + b"/caf\xe9.jpg", "wb").close()  # not UTF-8: the page could not even be encoded
+    (root / "esc\x1b[31m.h5").write_bytes(b"")
+    found = views.Suggestions([root]).walk()
+    assert found == [str(root / "fine.h5")]
+    "".join(found).encode("utf-8")  # what the page is made of encodes

@@ -1,4 +1,5 @@
-"""One JSON log line per request (with the job id when the request names one) and request metrics."""
+"""One JSON log line per request (with the job id when the request names one), request metrics, and the
+limit on request bodies."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import logging
 import time
 from typing import Any
 
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .metrics import Metrics
@@ -50,3 +53,36 @@ class RequestLog:
                     status,
                     extra={"status": status, "ms": round(elapsed * 1000, 2), "job_id": job_id, "route": template},
                 )
+
+
+class BodyLimit:
+    """Request bodies above ``max_body_bytes`` are answered 413 with a JSON detail, like every other error: at
+    once when the request declares its length, else when reading passes the limit (the error is raised from
+    ``receive``, so the body is never held whole)."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_body_bytes
+        declared = dict(scope.get("headers") or ()).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            detail = f"request body too large: {int(declared):,} bytes (at most {limit:,})"
+            await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)
+            return
+        total = 0
+
+        async def limited() -> Message:
+            nonlocal total
+            message = await receive()
+            if message["type"] == "http.request":
+                total += len(message.get("body", b""))
+                if total > limit:
+                    raise HTTPException(413, f"request body too large: more than {limit:,} bytes")
+            return message
+
+        await self.app(scope, limited, send)

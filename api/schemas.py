@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 
 from scanner_service.config import ScanConfig
 from scanner_service.report import Summary
@@ -27,6 +27,18 @@ class ScanRequest(ScanConfig):
     callback_url: AnyHttpUrl | None = Field(
         None, description="POSTed the summary when the job ends; its host must be in DSCAN_CALLBACK_HOSTS"
     )
+
+    shard_bytes: int = Field(
+        64 << 20, ge=64 << 10, description="uncompressed bytes per shard (at least 64 KiB: every shard is a task)"
+    )
+    block_bytes: int = Field(4 << 20, ge=4 << 10, description="bytes per block read into memory (at least 4 KiB)")
+
+    @field_validator("confine")
+    @classmethod
+    def _service_confines(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if value:
+            raise ValueError("the service confines every scan to its data roots (DSCAN_DATA_ROOTS); do not set it")
+        return value
 
     def scan_config(self) -> ScanConfig:
         return ScanConfig(**self.model_dump(exclude=set(REQUEST_ONLY)))

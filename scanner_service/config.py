@@ -16,6 +16,8 @@ from .errors import ConfigError
 FLOAT16_MAX = 65504.0
 MAX_CLASSES = 1_000_000
 """Upper bound of ``num_classes``: every class is a row of work and of the report."""
+MAX_BATCH = 1 << 31
+"""Upper bound of batch sizes (numbers beyond any batch would overflow the run-length arithmetic)."""
 
 
 class ScanConfig(BaseModel):
@@ -26,19 +28,27 @@ class ScanConfig(BaseModel):
     num_classes: int | None = Field(
         None, ge=1, le=MAX_CLASSES, description="expected number of classes K (labels 0..K-1), at most 1,000,000"
     )
-    batch_size: int | None = Field(None, ge=1, description="training batch size B, for label-batch-absence")
+    batch_size: int | None = Field(
+        None, ge=1, le=MAX_BATCH, description="training batch size B, for label-batch-absence"
+    )
     labels: str | None = Field(None, description="name of the labels dataset inside HDF5 files")
     select: tuple[str, ...] = Field((), description="only these checks (codes, code prefixes or slugs)")
     ignore: tuple[str, ...] = Field((), description="skip these checks (codes, code prefixes or slugs)")
     max_locations: int = Field(20, ge=0, le=100_000, description="locations kept per finding")
     fail_on: Literal["error", "warning", "never"] = "error"
     batch_absence_threshold: float = Field(
-        0.01, gt=0, lt=1, description="max probability that a class is absent from a batch"
+        0.01, gt=0, lt=1, allow_inf_nan=False, description="max probability that a class is absent from a batch"
     )
     sorted_run_batches: float = Field(
-        4.0, gt=0, description="a run of one label longer than this many batches is label-sorted-storage"
+        4.0,
+        gt=0,
+        le=1_000_000,
+        allow_inf_nan=False,
+        description="a run of one label longer than this many batches is label-sorted-storage",
     )
-    default_batch_size: int = Field(32, ge=1, description="batch size assumed for run lengths when none is set")
+    default_batch_size: int = Field(
+        32, ge=1, le=MAX_BATCH, description="batch size assumed for run lengths when none is set"
+    )
     shard_bytes: int = Field(64 << 20, ge=1, description="uncompressed bytes per shard")
     block_bytes: int = Field(4 << 20, ge=1, description="bytes per block read into memory")
     decoder: str | None = Field(None, description="LMDB value decoder: datum, image, npy, raw:DTYPE:SHAPE")

@@ -169,20 +169,34 @@ def test_malformed_requests(service: Service) -> None:
         assert client.get("/api/v1/scans", params={"limit": 0}).status_code == 422
 
 
+def test_options_beyond_any_dataset_and_tiny_shards_are_refused(service: Service) -> None:
+    path = str(service.data_root / "small" / "s0.h5")
+    with service.client() as client:
+        for options, field in (
+            ({"batch_size": 10**400}, "batch_size"),
+            ({"sorted_run_batches": 1e308}, "sorted_run_batches"),
+            ({"shard_bytes": 1}, "shard_bytes"),
+            ({"block_bytes": 16}, "block_bytes"),
+            ({"confine": ["/"]}, "confine"),
+        ):
+            r = client.post("/api/v1/scans", json={"path": path, **options})
+            assert r.status_code == 422 and field in r.json()["detail"], (options, r.text)
+
+
 def test_large_bodies_are_413(service: Service) -> None:
     big = {"path": str(service.data_root / "small"), "select": ["V001"] * 20_000}
     data = json.dumps(big).encode()
     assert len(data) > 65536
     with service.client() as client:
         r = client.post("/api/v1/scans", content=data, headers={"content-type": "application/json"})
-        assert r.status_code == 413
+        assert r.status_code == 413 and "too large" in r.json()["detail"]  # JSON, like every error
 
         def chunks() -> Any:  # no Content-Length: the limit is counted while reading
             for i in range(0, len(data), 8192):
                 yield data[i : i + 8192]
 
         r = client.post("/api/v1/scans", content=chunks(), headers={"content-type": "application/json"})
-        assert r.status_code == 413
+        assert r.status_code == 413 and r.json()["detail"]
 
 
 def test_same_request_on_unchanged_data_is_deduplicated(service: Service, tmp_path: Path) -> None:

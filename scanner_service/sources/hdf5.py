@@ -47,7 +47,9 @@ ZLIB_ERROR: type[Exception] = deflate.DeflateError
 LABEL_NAMES = frozenset({"label", "labels", "y", "target", "targets"})
 
 FILTER_DEFLATE, FILTER_SHUFFLE = 1, 2
-OWN_FILTERS = frozenset({FILTER_DEFLATE, FILTER_SHUFFLE})
+OWN_PIPELINES = frozenset({(), (FILTER_DEFLATE,), (FILTER_SHUFFLE,), (FILTER_SHUFFLE, FILTER_DEFLATE)})
+"""Filter pipelines (in the order they were applied on writing) decoded here; any other order or filter is
+read through HDF5 (deflate before shuffle is valid, and must be undone in the reverse order)."""
 OWN_CHUNK_MIN_BYTES = 256 << 10
 """Chunks at least this large are read raw and decoded here; smaller ones through h5py row blocks."""
 
@@ -507,8 +509,7 @@ class _SegmentReader:
         chunks = self.ds.chunks
         if layout == h5py.h5d.CHUNKED and chunks is not None:
             chunk_bytes = math.prod(chunks) * self.dtype.itemsize
-            filters = set(_filters(self.ds))
-            if chunk_bytes >= OWN_CHUNK_MIN_BYTES and filters <= OWN_FILTERS:
+            if chunk_bytes >= OWN_CHUNK_MIN_BYTES and tuple(_filters(self.ds)) in OWN_PIPELINES:
                 yield from self._own_chunks(tuple(chunks))
                 return
         elif layout == h5py.h5d.CONTIGUOUS and plist.get_external_count() == 0 and self.ds.shape:

@@ -247,3 +247,22 @@ def test_numeric_columns_of_a_compound_table_are_scanned(tmp_path: Path) -> None
     block = next(s for s in report.statistics if s.dataset.endswith("['values_block_0']"))
     assert block.count == rows * 3 - 1 and len(block.channels) == 3
     assert report.summary.items_scanned == rows * 3
+
+
+@pytest.mark.parametrize("order", ["shuffle-deflate", "deflate-shuffle"])
+def test_either_order_of_shuffle_and_deflate_reads_as_hdf5_reads_it(tmp_path: Path, order: str) -> None:
+    """The C API applies filters in the order they were set: deflate before shuffle is valid, and must be
+    undone in the reverse order (inflated last)."""
+    data = np.round(np.random.default_rng(12).standard_normal((12288, 32)), 2).astype(np.float32)
+    data[5000, 3] = np.nan
+    path = tmp_path / "ordered.h5"
+    with h5py.File(path, "w") as fh:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((4096, 32))
+        for step in order.split("-"):
+            dcpl.set_shuffle() if step == "shuffle" else dcpl.set_deflate(6)
+        ds = h5py.h5d.create(fh.id, b"x", h5py.h5t.IEEE_F32LE, h5py.h5s.create_simple(data.shape), dcpl=dcpl)
+        ds.write(h5py.h5s.ALL, h5py.h5s.ALL, data)
+    report = run_scan(path)
+    assert codes(report) == {"V001"}
+    assert [loc.index for loc in finding(report, "V001").locations] == [5000]

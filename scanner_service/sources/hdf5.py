@@ -178,6 +178,40 @@ def _rows_text(start: int, stop: int) -> str:
     return f"rows {start}-{stop - 1}" if stop - start > 1 else f"row {start}"
 
 
+class _TolerantWalk:
+    """``visititems`` opening object by object, for a file where HDF5's own visit stops at an object it
+    cannot describe: an object that cannot be opened is ``lost`` (an unreadable-file finding), the rest is
+    visited. Hard links to one object are visited once; soft and external links are not followed."""
+
+    def __init__(self, fh: h5py.File, rel: str, line: int | None) -> None:
+        self.fh, self.rel, self.line = fh, rel, line
+        self.lost: list[Location] = []
+        self.seen: set[int] = set()
+
+    def __call__(self, visit: Any) -> None:
+        self._walk(self.fh, "", visit)
+
+    def _walk(self, group: h5py.Group, prefix: str, visit: Any) -> None:
+        for name in list(group.keys()):
+            full = f"{prefix}{name}"
+            try:
+                if not isinstance(group.get(name, getlink=True), h5py.HardLink):
+                    continue
+                obj = group[name]
+                key = hash(obj.id)
+            except (OSError, RuntimeError, ValueError, KeyError) as exc:
+                where = Location(path=self.rel, line=self.line, dataset=printable("/" + full))
+                self.lost.append(where.model_copy(update={"detail": f"this object cannot be opened: {exc}"}))
+                continue
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            if isinstance(obj, h5py.Group):
+                self._walk(obj, full + "/", visit)
+            else:
+                visit(full, obj)
+
+
 class Hdf5Source(Source):
     """A ``.h5``/``.hdf5`` file, or a folder holding them (searched recursively)."""
 
@@ -261,7 +295,25 @@ class Hdf5Source(Source):
         return segments
 
     def _walk(self, fh: h5py.File, path: Path, rel: str, line: int | None, partial: Partial) -> list[_Dataset]:
+        """The file's numeric datasets. HDF5's own visit stops at the first object it cannot describe (a
+        damaged chunk index): then the file is walked again link by link, and only that object is lost."""
+        try:
+            found, scratch, unscanned = self._visit(fh, path, rel, line, fh.visititems)
+        except (OSError, RuntimeError, ValueError, KeyError):
+            found, scratch, unscanned = self._visit(fh, path, rel, line, _TolerantWalk(fh, rel, line))
+        for code, tally in scratch.findings.items():
+            partial.add_many(code, tally.count, tally.values, tally.locations)
+        self._unscanned.extend(unscanned)
+        with contextlib.suppress(OSError, RuntimeError, ValueError, KeyError):  # notes only: damage is reported above
+            fh.id.links.visit(lambda name, info: self._note_external(fh, name, info, rel), info=True)
+        return found
+
+    def _visit(
+        self, fh: h5py.File, path: Path, rel: str, line: int | None, visit_items: Any
+    ) -> tuple[list[_Dataset], Partial, list[str]]:
         found: list[_Dataset] = []
+        partial = Partial(cap=self.config.max_locations)
+        not_scanned: list[str] = []
 
         def visit(name: str | bytes, obj: Any) -> None:
             if not isinstance(obj, h5py.Dataset):
@@ -274,7 +326,7 @@ class Hdf5Source(Source):
             if dtype.kind not in "fiu" and not numeric_fields:
                 unscanned = _unscanned_kind(dtype)
                 if unscanned is not None:
-                    self._unscanned.append(f"{rel}:{shown} ({unscanned})")
+                    not_scanned.append(f"{rel}:{shown} ({unscanned})")
                 return
             unavailable = missing_filters(_filters(obj))
             if unavailable:
@@ -306,9 +358,10 @@ class Hdf5Source(Source):
             )
             found.append(_Dataset(shown, shape, dtype, obj.chunks, is_label, where))
 
-        fh.visititems(visit)
-        fh.id.links.visit(lambda name, info: self._note_external(fh, name, info, rel), info=True)
-        return found
+        visit_items(visit)
+        for lost in getattr(visit_items, "lost", []):
+            partial.add("S001", lost)
+        return found, partial, not_scanned
 
     def _note_external(self, fh: h5py.File, name: bytes, info: Any, rel: str) -> None:
         """External links are not followed (the linked file may lie anywhere): they are named as not scanned."""

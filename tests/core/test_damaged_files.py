@@ -123,3 +123,34 @@ def test_scan_never_writes_to_the_dataset(tmp_path: Path, rng: np.random.Generat
     run_scan(path, workers=1)
     assert (path.read_bytes(), path.stat().st_mtime_ns) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ro.h5"]
+
+
+def test_a_damaged_chunk_index_costs_only_its_own_dataset(tmp_path: Path, rng: np.random.Generator) -> None:
+    """HDF5's visit of a file stops at an object whose chunk index it cannot read; the other datasets are
+    still scanned, as h5py still reads them."""
+    path = tmp_path / "two.h5"
+    big = rng.standard_normal((40000, 32)).astype(np.float32)
+    big[123, 4] = np.nan
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("big", data=big, chunks=(4096, 32), compression="gzip", shuffle=True)
+        small = rng.standard_normal((4000, 32)).astype(np.float32)
+        fh.create_dataset("small", data=small, chunks=(200, 32), compression="gzip")
+    clean = path.read_bytes()
+    for node in [i for i in range(len(clean)) if clean.startswith(b"TREE", i)]:  # a node that breaks /small only
+        damaged = bytearray(clean)
+        damaged[node + 40] ^= 0x5A
+        path.write_bytes(bytes(damaged))
+        with h5py.File(path, "r") as fh:
+            try:
+                fh["small"][()]
+            except KeyError:
+                continue
+            except (OSError, RuntimeError, ValueError):  # its chunks cannot be found (not its name: KeyError)
+                if np.array_equal(fh["big"][()], big, equal_nan=True):
+                    break
+    else:
+        raise AssertionError("no chunk index node whose damage breaks /small alone")
+    report = run_scan(path)
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/big", 123)]
+    assert {loc.dataset for loc in finding(report, "S002").locations} == {"/small"}
+    assert "S001" not in codes(report)

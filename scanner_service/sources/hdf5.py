@@ -618,10 +618,32 @@ class _SegmentReader:
             n = min(step, stop - r)
             try:
                 data = np.asarray(column[r : r + n]).reshape(n, *self.shape[1:])
-            except (OSError, RuntimeError, ValueError) as exc:
-                yield self._failure(r, r + n, None, exc)
+            except (OSError, RuntimeError, ValueError):
+                yield from self._isolate_rows(
+                    r, r + n, lambda a, b: np.asarray(column[a:b]).reshape(b - a, *self.shape[1:]), self._row_block
+                )
                 continue
             yield self._block(data, (r, *rest))
+
+    def _row_block(self, data: np.ndarray[Any, Any], start: int) -> NumericBlock:
+        return self._block(data, (start, *((0,) * (len(self.shape) - 1))))
+
+    def _isolate_rows(self, start: int, stop: int, read: Any, emit: Any) -> Iterator[Any]:
+        """Re-read a failed row range one chunk row at a time (columns of a table, labels): the rows of a bad
+        chunk are reported, the others scanned. ``read(a, b)`` reads rows a..b, ``emit(data, a)`` makes the item."""
+        chunks = self.ds.chunks
+        if chunks is None:
+            yield self._failure(start, stop, None, RuntimeError("read failed"))
+            return
+        rows = chunks[0]
+        for r in range(start - start % rows, stop, rows):
+            a, b = max(r, start), min(r + rows, stop)
+            try:
+                data = read(a, b)
+            except (OSError, RuntimeError, ValueError) as exc:
+                yield self._failure(a, b, _chunk_label((r, *((0,) * (len(chunks) - 1))), tuple(chunks)), exc)
+                continue
+            yield emit(data, a)
 
     def _isolate(self, start: int, stop: int) -> Iterator[Any]:
         """Re-read a failed row range chunk by chunk: good chunks are scanned, bad ones reported."""
@@ -845,14 +867,19 @@ class _SegmentReader:
             n = min(step, stop - r)
             try:
                 values = np.asarray(self.ds[r : r + n]).reshape(n)
-            except (OSError, RuntimeError, ValueError) as exc:
-                yield self._failure(r, r + n, None, exc)
+            except (OSError, RuntimeError, ValueError):
+                yield from self._isolate_rows(
+                    r, r + n, lambda a, b: np.asarray(self.ds[a:b]).reshape(b - a), self._label_block
+                )
                 continue
-            yield LabelBlock(
-                stream=self.name,
-                labels=values,
-                global_start=self.seg["stream_start"] + (r - start),
-                locate=self.locate(r),
-                items=n,
-                nbytes=values.nbytes,
-            )
+            yield self._label_block(values, r)
+
+    def _label_block(self, values: np.ndarray[Any, Any], r: int) -> LabelBlock:
+        return LabelBlock(
+            stream=self.name,
+            labels=values,
+            global_start=self.seg["stream_start"] + (r - self.seg["start"]),
+            locate=self.locate(r),
+            items=len(values),
+            nbytes=values.nbytes,
+        )

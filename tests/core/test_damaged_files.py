@@ -154,3 +154,30 @@ def test_a_damaged_chunk_index_costs_only_its_own_dataset(tmp_path: Path, rng: n
     assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/big", 123)]
     assert {loc.dataset for loc in finding(report, "S002").locations} == {"/small"}
     assert "S001" not in codes(report)
+
+
+def test_a_corrupt_chunk_of_a_table_or_of_labels_costs_only_its_rows(tmp_path: Path, rng: np.random.Generator) -> None:
+    table = np.zeros(20_000, dtype=[("a", "f4"), ("b", "f8")])
+    table["a"] = rng.standard_normal(20_000)
+    table["b"] = rng.standard_normal(20_000)
+    table["a"][15_000] = np.nan  # after the damaged chunk: still found
+    labels = (np.arange(20_000) % 10).astype(np.int64)
+    labels[15_000] = 11
+    path = tmp_path / "t.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("table", data=table, chunks=(1000,), compression="gzip")
+        fh.create_dataset("label", data=labels, chunks=(1000,), compression="gzip")
+    corrupt_chunk(path, "/table", (5000,))
+    corrupt_chunk(path, "/label", (5000,))
+    report = run_scan(path, num_classes=10)
+    damaged = sorted(
+        (loc.dataset, loc.index, loc.chunk, loc.detail.split(":")[0]) for loc in finding(report, "S002").locations
+    )
+    assert damaged == [
+        ("/label", 5000, "5", "rows 5000-5999 unreadable"),
+        ("/table['a']", 5000, "5", "rows 5000-5999 unreadable"),
+        ("/table['b']", 5000, "5", "rows 5000-5999 unreadable"),
+    ]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/table['a']", 15_000)]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "L002").locations] == [("/label", 15_000)]
+    assert "L003" not in codes(report)  # every class is still seen in the readable rows

@@ -9,7 +9,10 @@ CHECK = Check(
     code="L001",
     name="label-length-mismatch",
     severity=Severity.ERROR,
-    summary="Finds label datasets whose length differs from the first axis of the data beside them.",
+    summary=(
+        "Finds label datasets whose length differs from the first axis of the data beside them (the datasets "
+        "of their group within a factor of 2 of their length; others are taken for other tables)."
+    ),
     why=(
         "Loaders pair sample i with label i. With fewer labels than samples they crash at the end of an "
         "epoch or wrap around; with more, or after a partial write, every sample after the first gap is "

@@ -400,12 +400,15 @@ class Hdf5Source(Source):
         return readable
 
     def _check_lengths(self, datasets: list[_Dataset], rel: str, line: int | None, partial: Partial) -> None:
+        """Labels against the data beside them: the datasets of their group within a factor of 2 of their
+        length. Those further off are other tables (a mean image, class weights, a validation split), not
+        the samples these labels belong to."""
         for label in (d for d in datasets if d.is_label):
             group = label.name.rsplit("/", 1)[0]
             for data in datasets:
                 if data.is_label or data.name.rsplit("/", 1)[0] != group or not data.shape:
                     continue
-                if data.rows != label.rows:
+                if data.rows != label.rows and label.rows <= 2 * data.rows and data.rows <= 2 * label.rows:
                     partial.add(
                         "L001",
                         Location(

@@ -23,6 +23,19 @@ def test_length_mismatch_names_both_lengths(tmp_path: Path, rng: np.random.Gener
     assert found.locations[0].detail == "100 samples but /label has 90 labels"
 
 
+def test_side_tables_beside_the_labels_are_no_length_mismatch(tmp_path: Path, rng: np.random.Generator) -> None:
+    datasets = {
+        "data": rng.normal(size=(500, 3, 8, 8)).astype(np.float32),
+        "label": (np.arange(500) % 10).astype(np.float32),
+        "mean": rng.normal(size=(3, 8, 8)).astype(np.float32),  # Caffe's mean image
+        "class_weights": np.ones(10, np.float32),
+        "X_val": rng.normal(size=(100, 4)).astype(np.float32),  # another split
+        "truncated": rng.normal(size=(499, 4)).astype(np.float32),  # a partial write beside them: still found
+    }
+    report = run_scan(write_h5(tmp_path / "caffe.h5", datasets))
+    assert [loc.dataset for loc in finding(report, "L001").locations] == ["/truncated"]
+
+
 def test_invalid_labels_each_reason(tmp_path: Path, rng: np.random.Generator) -> None:
     labels = np.arange(100, dtype=np.float32) % 5
     labels[[3, 10, 20, 30]] = [np.nan, -1.0, 2.5, 7.0]

@@ -31,6 +31,7 @@ import h5py
 import numpy as np
 
 from ..buffers import aligned_buffer
+from ..errors import ConfigError
 from ..items import DatasetMeta, LabelBlock, NumericBlock, ReadFailure
 from ..labels import label_tally
 from ..location import Location
@@ -243,6 +244,11 @@ class Hdf5Source(Source):
                 total_bytes += seg["bytes"]
                 total_items += seg["stop"] - seg["start"]
             segments.extend(found)
+        if self.config.labels and not partial.labels and segments:
+            raise ConfigError(
+                f"labels {self.config.labels!r}: no dataset of that name with one label per sample (shape N or "
+                f"N×1) in {self.path.name}; the label checks would not run (check the name with h5ls -r)"
+            )
         multi = len(files) > 1
         for stream, tally in partial.labels.items():
             tally.path = "." if multi else tally.path

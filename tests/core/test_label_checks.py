@@ -36,6 +36,15 @@ def test_side_tables_beside_the_labels_are_no_length_mismatch(tmp_path: Path, rn
     assert [loc.dataset for loc in finding(report, "L001").locations] == ["/truncated"]
 
 
+def test_a_labels_option_that_names_no_dataset_is_a_usage_error(tmp_path: Path, rng: np.random.Generator) -> None:
+    from scanner_service.errors import ConfigError
+
+    path = write_h5(tmp_path / "l.h5", {"data": features(10, rng), "label": np.arange(10) % 3})
+    with pytest.raises(ConfigError, match="'/lable': no dataset of that name"):
+        run_scan(path, labels="/lable", num_classes=3)
+    assert finding(run_scan(path, labels="/label", num_classes=3), "L002") is None
+
+
 def test_invalid_labels_each_reason(tmp_path: Path, rng: np.random.Generator) -> None:
     labels = np.arange(100, dtype=np.float32) % 5
     labels[[3, 10, 20, 30]] = [np.nan, -1.0, 2.5, 7.0]

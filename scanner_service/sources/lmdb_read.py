@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 import numpy as np
 
-from ..items import DatasetMeta, EncodedImage, LabelBlock, NumericBlock, ReadFailure
+from ..items import DatasetMeta, EncodedImage, LabelBlock, Note, NumericBlock, ReadFailure
 from ..location import Location
 from ..records import Decoder, RecordTally
 from ..statistics import channel_layout
-from .lmdb_pages import BAD_NODE, DAMAGE, Records, check_overflow, leaf_records, read_leaves
+from .lmdb_pages import BAD_NODE, DAMAGE, Records, check_overflow, is_database_record, leaf_records, read_leaves
 
 if TYPE_CHECKING:
     from .lmdb import LmdbSource
@@ -211,9 +211,19 @@ class _Reader:
             where = Location(path=self.rel, key=key_text(raw), index=pos, detail=detail)
         return ReadFailure(code, where, items=1, nbytes=len(value) if value else 0)
 
-    def bad_value(self, pos: int, key: bytes | memoryview | None, value: bytes | memoryview, why: str) -> ReadFailure:
-        """A value the decoder refuses: pickled-records when it is a pickle, else record-invalid."""
+    def bad_value(
+        self, pos: int, key: bytes | memoryview | None, value: bytes | memoryview, why: str
+    ) -> ReadFailure | Note:
+        """A value the decoder refuses: pickled-records when it is a pickle, a note when it is the record of a
+        named database (``env.open_db(name)`` keeps one in the main database, beside the records), else
+        record-invalid."""
         from ..records.pickles import describe, pickle_protocol
+
+        if is_database_record(value):
+            self.accounted += 1
+            name = key_text(bytes(key) if key is not None else self.key_at(pos))
+            detail = "a named database: its records are not scanned (dscan reads the main database)"
+            return Note(info={f"lmdb.named_database {name}": detail}, items=1, nbytes=len(value))
 
         protocol = pickle_protocol(value)
         if protocol is not None:

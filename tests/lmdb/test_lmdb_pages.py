@@ -128,6 +128,21 @@ def test_named_databases_and_duplicates_fall_back_to_the_cursor(tmp_path: Path) 
         run_scan(tmp_path / "named")
 
 
+def test_a_named_database_beside_the_main_records_is_a_note_not_a_bad_record(tmp_path: Path) -> None:
+    env = lmdb.open(str(tmp_path / "mixed"), max_dbs=2, map_size=1 << 24, lock=True)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True) as txn:
+        for i in range(300):
+            txn.put(key(i).encode(), datum(label=i % 3, seed=i))
+        txn.put(b"classes", b"cat,dog,bird", db=meta)
+    env.close()
+    (tmp_path / "mixed" / "lock.mdb").unlink()
+    report = run_scan(tmp_path / "mixed")
+    assert report.findings == []
+    assert report.summary.items_scanned == 301
+    assert "named database" in report.info["lmdb.named_database meta"]
+
+
 def test_a_bad_overflow_page_costs_only_its_record(make_env: EnvMaker) -> None:
     """LMDB would stop the whole range at such a record; reading the pages reports it and goes on."""
     path = make_env([(key(i), datum(shape=(3, 32, 32), label=i % 5, seed=i)) for i in range(400)])

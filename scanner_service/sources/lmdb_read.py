@@ -465,11 +465,16 @@ class _DatumReader(_Reader):
         tails = layout.tails.get
         labels = self.labels
         add = labels.append
+        mid, last = cut + layout.size // 2, end - 1
         for pos, value in it:
             if value[:cut] == head:
                 label = tails(value[end:])
                 if label is not None:
                     add(label)
+                    if value[cut] == value[mid] == value[last]:  # rarely: then compared in full
+                        blank = self._blank(pos, None, value[cut:end], layout.shape)
+                        if blank is not None:
+                            yield blank
                     if len(labels) >= BLOCK_RECORDS:
                         self.mark(pos)
                         yield from self.flush(pos + 1)
@@ -586,11 +591,19 @@ class _DatumReader(_Reader):
         self, layout: Any, a: int, b: int, labels: np.ndarray[Any, Any], starts: np.ndarray[Any, Any]
     ) -> Iterator[Any]:
         """Records a..b (shard offsets) that match ``layout``: their labels, and for floats their payload."""
-        if layout.kind == self.datum.RAW:
-            self.labels.extend(labels.tolist())
-            return
         pages = self.pages
         assert pages is not None
+        if layout.kind == self.datum.RAW:
+            self.labels.extend(labels.tolist())
+            pixels = pages.records.value_at[a:b] + len(layout.head)  # where each record's pixels start
+            view, size = pages.view, layout.size
+            probe = view[pixels]
+            maybe = (probe == view[pixels + size // 2]) & (probe == view[pixels + size - 1])
+            for k in np.flatnonzero(maybe).tolist():
+                blank = self._blank(self.start + a + k, None, view[pixels[k] : pixels[k] + size], layout.shape)
+                if blank is not None:
+                    yield blank
+            return
         rows = self._rows(layout)
         size, count, tag = layout.size, layout.count, self.datum.TAG_FLOAT
         offsets = pages.records.value_at[a:b] + starts
@@ -658,6 +671,10 @@ class _DatumReader(_Reader):
             detail = f"float_data has {d.floats:,} values, but channels×height×width = {c}×{h}×{w} = {d.expected:,}"
             yield self.failure("R002", pos, key, detail)
         else:
+            if d.data:
+                blank = self._blank(pos, key, d.data, d.shape)
+                if blank is not None:
+                    yield blank
             if not d.data:
                 batch = self.slow_floats.get(d.shape)
                 if batch is None:
@@ -667,6 +684,15 @@ class _DatumReader(_Reader):
                     yield from self.flush(pos + 1)
             yield from self._learn(pos, value, d)
         yield from self._maybe_flush(pos, key)
+
+    def _blank(self, pos: int, key: Any, pixels: Any, shape: tuple[int, ...]) -> ReadFailure | None:
+        """constant-sample when every pixel of a raw Datum is the same (what the float path's checks find in
+        float_data): a blank image that per-image normalisation divides by 0."""
+        data = np.frombuffer(pixels, np.uint8) if not isinstance(pixels, np.ndarray) else pixels
+        if not data.size or not bool((data == data[0]).all()):
+            return None
+        detail = f"every value is {int(data[0])} ({'×'.join(map(str, shape))})"
+        return ReadFailure("V005", self.location(pos, key, detail), items=0)
 
     def drop_label(self, pos: int) -> int:
         """The label buffered for ``pos`` (not flushed yet), replaced by NO_LABEL."""

@@ -99,6 +99,22 @@ def test_pages_and_cursor_read_the_same(make_env: EnvMaker, records: Callable[[]
         assert np.allclose(stats.mean, other.mean) and stats.min == other.min and stats.max == other.max
 
 
+def test_blank_raw_datums_are_constant_samples_on_both_paths(make_env: EnvMaker) -> None:
+    almost = bytearray([9]) * 768
+    almost[400] = 8  # its first, middle and last pixels agree, yet it is no blank image
+    pixels = {0: bytes(768), 500: b"\xff" * 768, 700: bytes(almost), 2999: b"\x11" * 768}
+    records = [(key(i), datum(shape=(3, 16, 16), data=pixels.get(i), label=i % 5, seed=i)) for i in range(3000)]
+    direct, cursor = by_both_paths(make_env(records))
+    for partial in (direct, cursor):  # the first record is parsed in full, the others on the fast paths
+        found = partial.findings["V005"]
+        assert [(loc.key, loc.detail) for loc in found.locations] == [
+            (key(0), "every value is 0 (3×16×16)"),
+            (key(500), "every value is 255 (3×16×16)"),
+            (key(2999), "every value is 17 (3×16×16)"),
+        ]
+        assert partial.items == 3000 and set(partial.findings) == {"V005"}
+
+
 def test_the_tree_read_from_the_pages_matches_the_cursor(make_env: EnvMaker) -> None:
     path = make_env(mixed_records())
     tree = read_tree(path / "data.mdb")

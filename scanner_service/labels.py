@@ -33,7 +33,8 @@ def integral_mask(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     if values.dtype.kind in "iub":
         mask = values >= 0 if values.dtype.kind == "i" else np.ones(values.shape, bool)
         return mask
-    with np.errstate(invalid="ignore"):  # beyond 2**53 a float no longer holds every whole number: no class id
+    # beyond 2**53 a float no longer holds every whole number: no class id (2**53 itself overflows float16)
+    with np.errstate(invalid="ignore", over="ignore"):
         mask = np.isfinite(values) & (values >= 0) & (values < MAX_FLOAT_LABEL) & (np.floor(values) == values)
     return mask
 

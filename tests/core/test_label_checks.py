@@ -45,6 +45,18 @@ def test_a_labels_option_that_names_no_dataset_is_a_usage_error(tmp_path: Path, 
     assert finding(run_scan(path, labels="/label", num_classes=3), "L002") is None
 
 
+def test_float16_labels_are_judged_without_a_numpy_warning(tmp_path: Path, rng: np.random.Generator) -> None:
+    import warnings
+
+    labels = (np.arange(100) % 5).astype(np.float16)
+    labels[7] = 9
+    path = write_h5(tmp_path / "h.h5", {"data": features(100, rng), "label": labels})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning would reach the user's terminal
+        report = run_scan(path, num_classes=5)
+    assert [loc.index for loc in finding(report, "L002").locations] == [7]
+
+
 def test_invalid_labels_each_reason(tmp_path: Path, rng: np.random.Generator) -> None:
     labels = np.arange(100, dtype=np.float32) % 5
     labels[[3, 10, 20, 30]] = [np.nan, -1.0, 2.5, 7.0]

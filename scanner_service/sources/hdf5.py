@@ -797,14 +797,18 @@ class _SegmentReader:
                 yield self._block(slab[:rows], (r, *rest))
                 continue
             bad = {offset for offset, _ in failed}
-            for offset, error in failed:
-                yield self._failure(r, r + rows, _chunk_label(offset, chunks), error)
+            for k, (offset, error) in enumerate(failed):
+                failure = self._failure(r, r + rows, _chunk_label(offset, chunks), error)
+                failure.items = rows if k == 0 else 0  # the rows count once, whatever the number of bad chunks
+                yield failure
             for offset in self._chunk_offsets(chunks, r, r + 1):
                 if offset in bad:
                     continue
                 valid = tuple(slice(0, min(c, s - o)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
                 self._read_chunk(offset, tmp, filters, chunk_bytes)
-                yield self._block(np.frombuffer(tmp, self.dtype).reshape(chunks)[valid].copy(), offset)
+                part = self._block(np.frombuffer(tmp, self.dtype).reshape(chunks)[valid].copy(), offset)
+                part.items = 0  # counted with the failure
+                yield part
 
     def _read_chunk(self, offset: tuple[int, ...], target: memoryview, filters: list[int], size: int) -> None:
         """Decode the chunk at ``offset`` into ``target`` (exactly ``size`` bytes); raises on damage."""

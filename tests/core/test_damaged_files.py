@@ -41,6 +41,7 @@ def test_corrupt_chunk_that_splits_rows_costs_only_that_chunk(tmp_path: Path, rn
     assert [(loc.index, loc.chunk) for loc in bad.locations] == [(256, "1,1")]
     assert bad.locations[0].detail.startswith("rows 256-511 unreadable")
     assert [loc.index for loc in finding(report, "V001").locations] == [300, 500]
+    assert report.summary.items_scanned == 600  # the damaged rows count once
 
 
 def test_small_corrupt_chunk_inside_a_block_is_isolated(tmp_path: Path, rng: np.random.Generator) -> None:

@@ -42,7 +42,8 @@ def _describe(value: Any, num_classes: int | None) -> str:
     if v < 0:
         return f"negative label {value}"
     if num_classes is not None and v >= num_classes and v == int(v):
-        return f"label {int(v)} ≥ num_classes {num_classes}"
+        whole = int(value) if isinstance(value, np.integer | int) else int(v)  # uint64 is exact only as an int
+        return f"label {whole} ≥ num_classes {num_classes}"
     return f"non-integer label {value}"
 
 

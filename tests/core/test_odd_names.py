@@ -111,6 +111,14 @@ def test_labels_beyond_64_bits_are_invalid_labels_not_a_crash(tmp_path: Path) ->
     assert [row.label for row in report.labels[0].histogram] == [0]  # no class id made of a wrapped cast
 
 
+def test_the_largest_uint64_label_is_shown_exactly(tmp_path: Path) -> None:
+    labels = np.arange(20, dtype=np.uint64) % 3
+    labels[5] = np.iinfo(np.uint64).max
+    path = write_h5(tmp_path / "u.h5", {"data": np.zeros((20, 2), np.float32), "label": labels})
+    invalid = finding(run_scan(path, num_classes=3), "L002")
+    assert [loc.detail for loc in invalid.locations] == ["label 18446744073709551615 ≥ num_classes 3"]
+
+
 def test_complex_and_variable_length_datasets_are_named_as_not_scanned(tmp_path: Path) -> None:
     path = tmp_path / "odd.h5"
     with h5py.File(path, "w") as fh:

@@ -60,18 +60,22 @@ def bearer_token(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
+def unauthorized(request: Request, settings: Settings) -> str | None:
+    """Why the request may not use the API (tokens are configured and it carries none that is valid), or None."""
+    if not settings.api_tokens:
+        return None
+    token = bearer_token(request) or request.cookies.get(SESSION_COOKIE)
+    if token_ok(settings, token):
+        return None
+    return "missing API token: send Authorization: Bearer <token>" if token is None else "invalid API token"
+
+
 async def require_token(request: Request, settings: SettingsDep) -> None:
     """401 unless the request carries ``Authorization: Bearer <token>`` (or the status page's cookie) with a
     configured token."""
-    if not settings.api_tokens:
-        return
-    token = bearer_token(request) or request.cookies.get(SESSION_COOKIE)
-    if not token_ok(settings, token):
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            "missing API token: send Authorization: Bearer <token>" if token is None else "invalid API token",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    why = unauthorized(request, settings)
+    if why is not None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, why, headers={"WWW-Authenticate": "Bearer"})
 
 
 Authenticated = Depends(require_token)

@@ -18,6 +18,7 @@ from kombu.exceptions import OperationalError
 from workers.settings import Settings
 from workers.store import UNAVAILABLE
 
+from .deps import unauthorized
 from .paths import PathRejected
 
 log = logging.getLogger("dscan.api")
@@ -45,6 +46,9 @@ def install(app: FastAPI, settings: Settings) -> None:
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        why = unauthorized(request, settings) if request.url.path.startswith("/api/") else None
+        if why is not None:  # a body FastAPI could not parse is refused before the token is looked at
+            return JSONResponse({"detail": why}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
         errors = [dict(e) for e in exc.errors()]
         slim = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
         return JSONResponse({"detail": validation_message(errors), "errors": slim}, status_code=422)

@@ -76,6 +76,9 @@ def test_tokens_are_required(service: Service) -> None:
         assert "missing API token" in r.json()["detail"]
         r = anonymous.post("/api/v1/scans", json={"path": str(service.data_root / "small")})
         assert r.status_code == 401
+        for body in (b"{not json", b'{"path": 1}'):  # nothing about the request is answered before the token
+            r = anonymous.post("/api/v1/scans", content=body, headers={"content-type": "application/json"})
+            assert r.status_code == 401 and "missing API token" in r.json()["detail"]
         assert anonymous.get("/healthz").status_code == 200
     with service.client(token="wrong-token-000000000000") as wrong:
         r = wrong.get("/api/v1/scans")

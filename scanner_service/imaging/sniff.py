@@ -164,6 +164,8 @@ def describe(head: bytes | memoryview) -> str:
         return "XML"
     if low[:1] in (b"{", b"[") and low.rstrip()[-1:] in (b"}", b"]", b",", b'"'):
         return "JSON"
+    if h[:4] == b"\x00\x05\x16\x07":
+        return "an AppleDouble file (macOS metadata that copies to other file systems leave as ._NAME)"
     if h[:2] == b"\x1f\x8b":
         return "gzip-compressed data"
     if h[:4] == b"PK\x03\x04":

@@ -65,6 +65,7 @@ def test_empty_file_and_not_an_image(tmp_path: Path, write: Write, rng: np.rando
     details = _details(report, "I002")
     assert set(details) == {"x/._ok.jpg", "x/noext", "x/page.jpg"}
     assert "HTML" in details["x/page.jpg"] and "text" in details["x/noext"]
+    assert "AppleDouble" in details["x/._ok.jpg"]
     assert "I003" not in codes(report)
 
 

@@ -250,7 +250,7 @@ def test_non_images_are_described() -> None:
         b"<!DOCTYPE html><html><body>Forbidden</body></html>": "HTML",
         b"just some words\n": "text",
         bytes(2000): "zero bytes",
-        b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ": "binary",
+        b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ": "AppleDouble",
         b"PK\x03\x04" + bytes(40): "ZIP",
     }
     for data, word in cases.items():

@@ -45,12 +45,17 @@ def test_truncated_data_file(big_env: Path) -> None:
     assert not report.summary.passed
 
 
+def break_leaf(env: Path, i: int) -> list[bytes]:
+    """Make the leaf page holding key ``i`` no leaf (its flags say overflow); the keys it held."""
+    data = (env / "data.mdb").read_bytes()
+    psize = page_size(env)
+    page = leaf_of(data, key(i).encode(), psize)
+    patch(env / "data.mdb", page * psize + 10, P_OVERFLOW.to_bytes(2, "little"))
+    return leaf_keys(data, page, psize)
+
+
 def test_damaged_leaf_page_reports_the_last_good_key_and_scans_the_rest(big_env: Path) -> None:
-    data = (big_env / "data.mdb").read_bytes()
-    psize = page_size(big_env)
-    page = leaf_of(data, key(600).encode(), psize)
-    lost = leaf_keys(data, page, psize)
-    patch(big_env / "data.mdb", page * psize + 10, P_OVERFLOW.to_bytes(2, "little"))  # no longer a leaf
+    lost = break_leaf(big_env, 600)
     report = run_scan(big_env, workers=2)
     r004 = finding(report, "R004")
     before = int(lost[0]) - 1
@@ -65,11 +70,7 @@ def test_damaged_leaf_page_reports_the_last_good_key_and_scans_the_rest(big_env:
 
 
 def test_a_damaged_first_leaf_still_leaves_the_decoder_detected_from_the_rest(big_env: Path) -> None:
-    data = (big_env / "data.mdb").read_bytes()
-    psize = page_size(big_env)
-    page = leaf_of(data, key(0).encode(), psize)
-    lost = leaf_keys(data, page, psize)
-    patch(big_env / "data.mdb", page * psize + 10, P_OVERFLOW.to_bytes(2, "little"))  # the front is unreachable
+    lost = break_leaf(big_env, 0)  # the front is unreachable
     report = run_scan(big_env, workers=2)
     assert "R001" not in codes(report)  # the sample comes from the records that can be read
     assert report.info["lmdb.decoder"].startswith("datum")

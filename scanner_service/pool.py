@@ -8,6 +8,7 @@ reader, which becomes a finding. The other shards are never affected.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 import sys
 import threading
@@ -29,8 +30,28 @@ MAX_ATTEMPTS = 2
 ProgressFn = Callable[[int, int], None]
 
 
-def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Linux: ask the kernel to kill this worker when its parent dies (killed alone, the parent leaves its
+    workers waiting forever: with fork, each holds the parent's end of the pipes too, so no EOF comes)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig, parent: int = 0) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent:
+        _die_with_parent(parent)
     while True:
         try:
             shard = conn.recv()
@@ -97,9 +118,15 @@ class ShardPool:
         while len(self.workers) < want:
             self.workers.append(self._spawn())
 
+    def _parent(self) -> int:
+        """This process's id for forked workers to die with it; 0 for the fork server's (they see EOF)."""
+        return os.getpid() if self.ctx.get_start_method() == "fork" else 0
+
     def _spawn(self) -> _Worker:
         parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=_worker_main, args=(child, self.kind, self.path, self.config), daemon=True)
+        proc = self.ctx.Process(
+            target=_worker_main, args=(child, self.kind, self.path, self.config, self._parent()), daemon=True
+        )
         proc.start()
         child.close()
         return _Worker(proc, parent)

@@ -6,6 +6,7 @@ Nothing is read at import time: call :func:`load_config`.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,7 +87,8 @@ class ScanConfig(BaseModel):
     @property
     def run_threshold(self) -> int:
         """Label runs longer than this are reported as sorted storage."""
-        return max(1, int(self.sorted_run_batches * (self.batch_size or self.default_batch_size)))
+        batches = Fraction(repr(self.sorted_run_batches))  # as written: 0.29 × 100 is 29, not 28.999…
+        return max(1, int(batches * (self.batch_size or self.default_batch_size)))
 
 
 CONFIG_KEYS = frozenset(ScanConfig.model_fields)
@@ -131,10 +133,15 @@ def find_config_file(start: Path) -> Path | None:
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file():
             try:
-                if "dscan" in tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}):
-                    return pyproject
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                text = pyproject.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
                 continue
+            try:
+                if "dscan" in tomllib.loads(text).get("tool", {}):
+                    return pyproject
+            except tomllib.TOMLDecodeError as exc:
+                if "[tool.dscan]" in text:  # meant for dscan, but unreadable: never scan on other options
+                    raise ConfigError(f"cannot read config file {pyproject}: {exc}") from exc
     return None
 
 
@@ -147,11 +154,20 @@ def load_config(
     if path is not None:
         options.update(read_config_file(path))
     options.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    from_file = set(options) - {k for k, v in (overrides or {}).items() if v is not None}
     try:
         return ScanConfig(**options)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
+            f"{_origin(e['loc'], from_file, path)}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
         )
         raise ConfigError(f"invalid options: {problems}") from exc
+
+
+def _origin(loc: tuple[Any, ...], from_file: set[str], path: Path | None) -> str:
+    """Where a bad value came from: ``--num-classes``, or ``num-classes in dscan.toml``."""
+    name = ".".join(map(str, loc)) or "config"
+    key = str(loc[0]) if loc else ""
+    if key in from_file and path is not None:
+        return f"{key.replace('_', '-')} in {path}"
+    return f"--{name.replace('_', '-')}" if key in CONFIG_KEYS else name

@@ -48,8 +48,8 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
                 f": {f.message}",
             )
         )
-        for loc in f.locations:
-            console.print(Text(f"  {loc.short()}" + (f": {loc.detail}" if loc.detail else "")))
+        for loc in f.locations:  # one line each, never wrapped: a path cut in two cannot be searched for
+            console.print(Text(f"  {loc.short()}" + (f": {loc.detail}" if loc.detail else "")), soft_wrap=True)
         if f.truncated:
             console.print(Text(f"  ... and {f.count - len(f.locations)} more (raise --max-locations to list them)"))
         console.print(Text(f"  why: {check.why}", style="dim"))

@@ -23,7 +23,7 @@ import click
 
 from . import __version__, checks
 from .config import load_config
-from .errors import DscanError
+from .errors import DscanError, OutputError
 from .render import FORMATS, render
 from .report import Report
 from .runner import scan
@@ -42,6 +42,7 @@ class RichProgress:
     """A progress bar on stderr (only when stderr is a terminal)."""
 
     def __init__(self) -> None:
+        from rich.console import Console
         from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
         self.progress = Progress(
@@ -50,6 +51,7 @@ class RichProgress:
             TaskProgressColumn(),
             TextColumn("{task.fields[items]:,} items"),
             TimeRemainingColumn(),
+            console=Console(stderr=True),
             transient=True,
         )
         self.task: Any = None
@@ -109,15 +111,39 @@ CONFIG_FLAGS = (
 )
 
 
+def check_output(output: Path | None) -> None:
+    """Refuse an --output that cannot be written before the scan, not after it."""
+    if output is None:
+        return
+    folder = output.parent
+    if output.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise Failure(OutputError(f"cannot write the report to {output}: its folder does not exist or is not writable"))
+
+
 def emit(report: Report, fmt: str, output: Path | None) -> None:
     if output is not None:
-        output.write_text(render(report, fmt), encoding="utf-8")
+        try:
+            output.write_text(render(report, fmt), encoding="utf-8")
+        except OSError as exc:
+            raise Failure(OutputError(f"cannot write the report to {output}: {exc.strerror or exc}")) from exc
     if output is None and fmt != "text":
-        click.echo(render(report, fmt), nl=False)
+        _echo(render(report, fmt))
     elif output is None or fmt != "text":  # the terminal gets the text report (rich is imported only then)
         from .render import text as text_render
 
-        click.echo(text_render.render(report, color=sys.stdout.isatty()), nl=False)
+        _echo(text_render.render(report, color=sys.stdout.isatty()))
+
+
+def _echo(text: str) -> None:
+    """Write to standard output. A reader that stopped early (``| head``) changes nothing: the exit status
+    is still the verdict. A write that fails otherwise (a full disk) is an output error."""
+    try:
+        click.echo(text, nl=False)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return
+    except OSError as exc:
+        raise Failure(OutputError(f"cannot write the report to standard output: {exc.strerror or exc}")) from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -126,21 +152,32 @@ def main() -> None:
     """dscan: find the data defects that turn training into NaN, before training."""
 
 
+INTERRUPTED = 130
+"""Exit status of a scan stopped by Ctrl-C (128 + SIGINT, as shells report it): neither a verdict nor a bad
+request."""
+
+
 @main.command("scan")
-@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.argument("path", required=False)
 @scan_options
 @click.option("--workers", "-j", type=click.IntRange(min=0), help="processes [default: the machine's cores]")
-def scan_command(path: Path | None, fmt: str, output: Path | None, workers: int | None, **flags: Any) -> None:
+def scan_command(path: str | None, fmt: str, output: Path | None, workers: int | None, **flags: Any) -> None:
     """Scan the dataset at PATH (HDF5 file, folder or list; images; LMDB). Without PATH: a demo dataset."""
     if path is None:
         run_demo(fmt, output, workers, flags)
         return
+    if not path.strip():  # `dscan scan "$DATA"` with DATA unset must not scan the current folder and pass
+        raise click.BadParameter("the path is empty (an unset variable?)", param_hint="PATH")
+    check_output(output)
     try:
         config = load_config(flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, Path.cwd())
         progress = RichProgress() if fmt == "text" and sys.stderr.isatty() and output is None else None
-        report = scan(path, config, workers=workers, progress=progress)
+        report = scan(Path(path), config, workers=workers, progress=progress)
     except DscanError as exc:
         raise Failure(exc) from exc
+    except KeyboardInterrupt:
+        click.echo("dscan: interrupted; no report", err=True)
+        sys.exit(INTERRUPTED)
     emit(report, fmt, output)
     sys.exit(report.exit_code())
 

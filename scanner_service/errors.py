@@ -6,9 +6,10 @@
     ├── UsageError             the request itself is wrong (exit status 2)
     │   ├── ConfigError        a configuration file or option value is invalid
     │   └── UnknownCheck       a code or slug names no check
-    └── SourceError            the dataset cannot be scanned at all (exit status 2)
-        ├── SourceNotFound     the path does not exist
-        └── UnsupportedSource  the path is no dataset format dscan reads
+    ├── SourceError            the dataset cannot be scanned at all (exit status 2)
+    │   ├── SourceNotFound     the path does not exist
+    │   └── UnsupportedSource  the path is no dataset format dscan reads
+    └── OutputError            the report cannot be written where it was asked for (exit status 2)
 
 A damaged file, chunk or record inside a dataset is never an exception: it is a finding in the report.
 Each error carries the context it names (``path``, ``code`` ...) and its CLI exit status.
@@ -53,6 +54,10 @@ class SourceNotFound(SourceError):
 
 class UnsupportedSource(SourceError):
     """The path exists but is no dataset format dscan reads."""
+
+
+class OutputError(DscanError):
+    """The report cannot be written: its folder does not exist or is not writable, the disk is full."""
 
 
 class ScanCancelled(DscanError):

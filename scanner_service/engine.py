@@ -28,7 +28,7 @@ Progress = Callable[[int, int], None]
 
 
 def _labels_prepass(item: Any, ctx: ScanContext) -> Any:
-    return tally_block(item, ctx.partial, ctx.config.run_threshold)
+    return tally_block(item, ctx.partial, ctx.config.run_threshold, ctx.config.num_classes)
 
 
 PREPASS: dict[str, Callable[[Any, ScanContext], Any]] = {

@@ -7,6 +7,7 @@ class c, is C(N - n_c, B) / C(N, B). It is computed in log space, exactly up to 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -39,12 +40,23 @@ def integral_mask(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return mask
 
 
-def tally_block(block: LabelBlock, partial: Partial, run_threshold: int) -> np.ndarray[Any, Any]:
-    """Fold a block into its stream's histogram and runs; returns the mask of valid class ids."""
+def tally_block(
+    block: LabelBlock, partial: Partial, run_threshold: int, num_classes: int | None = None
+) -> np.ndarray[Any, Any]:
+    """Fold a block into its stream's histogram and runs; returns the mask of valid class ids (below
+    ``num_classes`` when it is given: a label the check calls invalid is no class either).
+
+    Fractional labels are counted here, whatever checks are enabled: whether the labels are classes at all
+    depends on them."""
     values = block.labels.reshape(-1)
     tally = label_tally(partial, block.stream, values.dtype.kind, run_threshold)
     tally.total += values.size
     ok = integral_mask(values)
+    if num_classes is not None:
+        ok &= values < num_classes
+    if values.dtype.kind == "f":
+        with np.errstate(invalid="ignore", over="ignore"):
+            tally.nonint += int((np.isfinite(values) & (np.floor(values) != values)).sum())
     classes = values[ok].astype(np.int64)
     if classes.size:
         ids, counts = np.unique(classes, return_counts=True)
@@ -97,16 +109,37 @@ def absent_probability(total: int, in_class: int, batch: int) -> float:
     return math.exp(log_p)
 
 
+EXACT_NEAR = 1e-9
+"""Relative distance to the threshold under which the probability is compared exactly (in integers)."""
+
+
+def absent_exceeds(total: int, in_class: int, batch: int, threshold: float) -> bool:
+    """Whether P(absent) is above ``threshold``, decided exactly where floating point cannot decide it (a
+    class of 1 sample in 100 samples and a batch of 99 is absent with probability exactly 1/100)."""
+    p = absent_probability(total, in_class, batch)
+    if abs(p - threshold) > EXACT_NEAR * threshold or in_class <= 0 or batch <= 0 or batch > total - in_class:
+        return p > threshold
+    # C(N - n, B) / C(N, B) as a product of min(n, B) ratios of whole numbers
+    if in_class <= batch:
+        num = math.prod(range(total - batch - in_class + 1, total - batch + 1))
+        den = math.prod(range(total - in_class + 1, total + 1))
+    else:
+        num = math.prod(range(total - in_class - batch + 1, total - in_class + 1))
+        den = math.prod(range(total - batch + 1, total + 1))
+    limit = Fraction(repr(threshold))  # the threshold as written (0.01 is 1/100)
+    return num * limit.denominator > den * limit.numerator
+
+
 def smallest_batch(total: int, in_class: int, threshold: float) -> int | None:
     """The smallest batch size whose absence probability is at most ``threshold`` (None: none is)."""
     if in_class <= 0:
         return None
     lo, hi = 1, total - in_class + 1
-    if absent_probability(total, in_class, hi) > threshold:
+    if absent_exceeds(total, in_class, hi, threshold):
         return None
     while lo < hi:
         mid = (lo + hi) // 2
-        if absent_probability(total, in_class, mid) <= threshold:
+        if not absent_exceeds(total, in_class, mid, threshold):
             hi = mid
         else:
             lo = mid + 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..context import ScanContext
-from ..labels import absent_probability, is_classification, smallest_batch
+from ..labels import absent_exceeds, absent_probability, is_classification, smallest_batch
 from ..location import Location
 from ..severity import Severity
 from .base import Check
@@ -43,9 +43,8 @@ def finalize(ctx: ScanContext) -> None:
         total = sum(tally.histogram.values())
         rows = []
         for label, n in sorted(tally.histogram.items()):
-            p = absent_probability(total, n, batch)
-            if p > threshold:
-                rows.append((label, n, p))
+            if absent_exceeds(total, n, batch, threshold):
+                rows.append((label, n, absent_probability(total, n, batch)))
         locs = []
         for label, n, p in rows[: ctx.partial.cap]:
             need = smallest_batch(total, n, threshold)

@@ -65,9 +65,8 @@ def on_labels(block: LabelBlock, ok: np.ndarray[Any, Any], ctx: ScanContext) -> 
         locs = [block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}) for i in idx[:cap]]
         ctx.emit_many(CHECK.code, int(idx.size), int(idx.size), locs)
     frac = np.flatnonzero(nonint)
-    if frac.size and ctx.wants(CHECK.code):
+    if frac.size and ctx.wants(CHECK.code):  # counted by the label prepass; here only where they are
         tally = ctx.partial.labels[block.stream]
-        tally.nonint += int(frac.size)
         locs = [block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}) for i in frac[:cap]]
         sample = FindingTally(count=int(frac.size), values=int(frac.size), locations=locs)
         tally.nonint_locations = tally.nonint_locations.merged(sample, cap)

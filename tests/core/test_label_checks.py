@@ -79,6 +79,48 @@ def test_regression_targets_are_not_class_labels(tmp_path: Path, rng: np.random.
     assert report.labels[0].kind == "continuous"
 
 
+def test_switching_label_invalid_off_leaves_regression_targets_continuous(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    target = np.sort(rng.normal(size=5000)).astype(np.float64)
+    target[1000:1200], target[3000:3200] = 1.0, 2.0  # a few whole numbers among fractional targets
+    path = write_h5(tmp_path / "r.h5", {"x": features(5000, rng), "target": target})
+    for ignore in ((), ("L002",)):
+        report = run_scan(path, batch_size=16, ignore=ignore)
+        assert report.labels[0].kind == "continuous", ignore
+        assert not codes(report) & {"L002", "L004", "L005"}
+
+
+def test_labels_beyond_the_class_count_are_invalid_and_no_class(tmp_path: Path, rng: np.random.Generator) -> None:
+    labels = np.array([1, 2, 3, 4] * 375 + [9, 9, 9], np.int64)  # 1-based labels, and three strays
+    path = write_h5(tmp_path / "k.h5", {"x": features(labels.size, rng), "label": labels})
+    report = run_scan(path, num_classes=4, batch_size=32)
+    assert finding(report, "L002").count == 375 + 3  # the 4s and the 9s
+    lab = report.labels[0]
+    assert [(r.label, r.count) for r in lab.histogram] == [(0, 0), (1, 375), (2, 375), (3, 375)]
+    assert lab.histogram[1].fraction == pytest.approx(1 / 3)
+    absent = finding(report, "L004")
+    assert absent is None or all("class 9" not in (loc.detail or "") for loc in absent.locations)
+
+
+def test_absence_exactly_at_the_threshold_is_not_above_it(tmp_path: Path, rng: np.random.Generator) -> None:
+    labels = np.array([0] + [1] * 99, np.int64)  # P(class 0 absent from 99 of 100) = 1/100 exactly
+    path = write_h5(tmp_path / "t.h5", {"x": features(100, rng), "label": labels})
+    report = run_scan(path, batch_size=99)
+    assert finding(report, "L004") is None
+    assert report.labels[0].histogram[0].min_batch_size == 99
+    assert smallest_batch(25, 2, 0.01) == 22  # C(23, 22) / C(25, 22) = 1/100 exactly
+
+
+def test_sorted_run_threshold_is_the_product_as_written(tmp_path: Path, rng: np.random.Generator) -> None:
+    from scanner_service import ScanConfig
+
+    assert ScanConfig(sorted_run_batches=0.29, batch_size=100).run_threshold == 29  # not int(28.999...)
+    labels = np.array([0, 1] * 100 + [2] * 29 + [0, 1] * 100, np.int64)
+    path = write_h5(tmp_path / "s.h5", {"x": features(labels.size, rng), "label": labels})
+    assert finding(run_scan(path, batch_size=100, sorted_run_batches=0.29), "L005") is None  # 29 is not > 29
+
+
 def test_missing_class_histogram_and_imbalance(tmp_path: Path, rng: np.random.Generator) -> None:
     labels = np.array([0] * 60 + [1] * 30 + [3] * 10, np.int32)
     rng.shuffle(labels)

@@ -53,6 +53,10 @@ def _channel_view(values: np.ndarray[Any, Any], meta: DatasetMeta) -> np.ndarray
 SHIFTED_VALUES = 1 << 17
 """Values per slice on the shifted (float64) path: 1 MB of differences at a time."""
 
+SEQUENTIAL_ROWS = 4096
+"""Rows of an N×F table summed in its own float32 (above this, in float64: a long column summed row after
+row in float32 drifts by up to rows × 6e-8)."""
+
 ILL_CONDITIONED = 0.01
 """A channel whose block variance is below this fraction of its mean square is summed shifted (exactly)."""
 
@@ -83,17 +87,36 @@ class Moments:
         self.nan = 0
         self.inf = 0
 
-    def reference(self, sl: slice, first_row: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    def reference(self, sl: slice, candidates: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """The channels' shift references, set from ``candidates`` (finite values of the channels) where
+        unset; a channel that has shown no finite value yet keeps none (NaN)."""
         ref = self.ref[sl]
-        unset = np.isnan(ref)
+        unset = np.isnan(ref) & np.isfinite(candidates)
         if unset.any():
-            with np.errstate(invalid="ignore"):
-                ref[unset] = np.where(np.isfinite(first_row[unset]), first_row[unset], 0.0)
+            ref[unset] = candidates[unset]
         return ref
 
-    def shifted(self, sl: slice, view: np.ndarray[Any, Any], mask: np.ndarray[Any, Any] | None, use: Any) -> None:
-        """Accumulate (x - ref) sums for the channels ``use`` of the block (``mask``: finite values only)."""
-        ref = self.reference(sl, view[0, :, 0].astype(np.float64))[None, :, None]
+    def constant(self, sl: slice, value: np.ndarray[Any, Any], count: int, use: np.ndarray[Any, Any]) -> None:
+        """Accumulate ``count`` copies of ``value`` for the channels ``use``, without a pass over the data: a
+        channel constant within a block but not across blocks (1e6, then 1e6 + 1e-3) keeps its small variance,
+        which plain sums of squares cancel away."""
+        d = value - self.reference(sl, value)
+        self.tn[sl] += np.where(use, count, 0)
+        self.t1[sl] += np.where(use, count * d, 0.0)
+        self.t2[sl] += np.where(use, count * d * d, 0.0)
+
+    def shifted(
+        self,
+        sl: slice,
+        view: np.ndarray[Any, Any],
+        mask: np.ndarray[Any, Any] | None,
+        use: Any,
+        candidates: np.ndarray[Any, Any] | None = None,
+    ) -> None:
+        """Accumulate (x - ref) sums for the channels ``use`` of the block (``mask``: finite values only;
+        ``candidates``: a finite value per channel for unset references, the first row by default)."""
+        first = view[0, :, 0].astype(np.float64) if candidates is None else candidates
+        ref = self.reference(sl, first)[None, :, None]
         per_row = max(1, view.shape[1] * view.shape[2])
         step = max(1, SHIFTED_VALUES // per_row)
         for r in range(0, view.shape[0], step):  # float64 differences a slice at a time: bounded temporaries
@@ -179,28 +202,33 @@ def _summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary
     finite = bool(np.isfinite(lo).all() and np.isfinite(hi).all())
     if finite:
         if flat is not None:
-            sums = flat.sum(axis=0, dtype=view.dtype).astype(np.float64)
-            squares = np.einsum("nc,nc->c", flat, flat).astype(np.float64)
+            # a column is summed row after row (no pairwise summation): float32 only over a few rows
+            wide = flat.dtype if flat.shape[0] <= SEQUENTIAL_ROWS else np.dtype(np.float64)
+            sums = flat.sum(axis=0, dtype=wide).astype(np.float64)
+            squares = np.einsum("nc,nc->c", flat, flat, dtype=wide).astype(np.float64)
         else:
             sums = view.sum(axis=(0, 2), dtype=view.dtype).astype(np.float64)
             squares = np.einsum("ncj,ncj->c", view, view).astype(np.float64)
         per = view.shape[0] * view.shape[2]
         mean = sums / per
         overflow = ~(np.isfinite(sums) & np.isfinite(squares))
-        ill = overflow | ((squares / per - mean * mean < ILL_CONDITIONED * squares / per) & (lo != hi))
-        well = ~ill
+        constant = (lo == hi) & ~overflow
+        ill = overflow | ((squares / per - mean * mean < ILL_CONDITIONED * squares / per) & ~constant)
+        well = ~ill & ~constant
         acc.n[sl] += np.where(well, per, 0)
         acc.s1[sl] += np.where(well, sums, 0.0)
         acc.s2[sl] += np.where(well, squares, 0.0)
+        if constant.any():
+            acc.constant(sl, lo.astype(np.float64), per, constant)
         if ill.any():
             acc.shifted(sl, view, None, ill)
     else:
         mask = np.isfinite(view)
         acc.nan += int(np.isnan(view).sum())
         acc.inf += int(np.isinf(view).sum())
-        acc.shifted(sl, view, mask, True)
         lo = np.min(view, axis=(0, 2), where=mask, initial=np.inf)
         hi = np.max(view, axis=(0, 2), where=mask, initial=-np.inf)
+        acc.shifted(sl, view, mask, True, candidates=lo.astype(np.float64))  # NaN in row 0: a finite reference
     np.minimum(acc.lo[sl], lo, out=acc.lo[sl])
     np.maximum(acc.hi[sl], hi, out=acc.hi[sl])
     seen = np.isfinite(lo)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import h5py
 import hdf5plugin
@@ -266,3 +267,36 @@ def test_either_order_of_shuffle_and_deflate_reads_as_hdf5_reads_it(tmp_path: Pa
     report = run_scan(path)
     assert codes(report) == {"V001"}
     assert [loc.index for loc in finding(report, "V001").locations] == [5000]
+
+
+def _channel(report: Any, c: int) -> dict[str, Any]:
+    return report.statistics[0].channels[c]  # type: ignore[no-any-return]
+
+
+def test_a_non_finite_first_value_keeps_a_large_offset_channel_exact(tmp_path: Path) -> None:
+    """The shift that keeps 1e6 ± 1e-3 exact is taken from a finite value, not from a NaN in row 0."""
+    data = 1e6 + np.random.default_rng(5).normal(0, 1e-3, (100_000, 2))
+    data[0, 0] = np.nan
+    report = run_scan(write_h5(tmp_path / "o.h5", {"x": data}))
+    finite = data[1:, 0]
+    assert _channel(report, 0)["std"] == pytest.approx(float(finite.std()), rel=1e-4)
+    assert _channel(report, 1)["std"] == pytest.approx(float(data[:, 1].std()), rel=1e-4)
+
+
+def test_a_channel_constant_within_blocks_but_not_across_them(tmp_path: Path) -> None:
+    data = np.full((2_000_000, 1), 1e6)
+    data[1_000_000:] += 1e-3  # a per-session offset, stored in order: every block constant
+    report = run_scan(write_h5(tmp_path / "c.h5", {"x": data}))
+    assert report.statistics[0].std == pytest.approx(0.0005, rel=1e-4)  # one channel: the dataset's own
+
+
+def test_long_float32_columns_are_summed_without_drift(tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    data = np.stack([np.full(1_000_000, 0.1), rng.uniform(0, 1, 1_000_000), np.full(1_000_000, 1e6)], axis=1).astype(
+        np.float32
+    )
+    report = run_scan(write_h5(tmp_path / "t.h5", {"x": data}))
+    wide = data.astype(np.float64)
+    for c in range(3):
+        assert _channel(report, c)["mean"] == pytest.approx(float(wide[:, c].mean()), rel=1e-6), c
+        assert _channel(report, c)["std"] == pytest.approx(float(wide[:, c].std()), rel=1e-5, abs=1e-9), c

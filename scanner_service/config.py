@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ConfigError
 
-FLOAT16_MAX = 65504.0
+FLOAT16_INF = 65520.0
+"""Magnitudes from here on round to ±Inf in float16 (65504 to 65520 round down to 65504)."""
 MAX_CLASSES = 1_000_000
 """Upper bound of ``num_classes``: every class is a row of work and of the report."""
 MAX_BATCH = 1 << 31

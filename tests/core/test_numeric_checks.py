@@ -57,12 +57,16 @@ def test_float16_nan_and_overflow_of_wider_floats(tmp_path: Path) -> None:
     wide[7, 0] = 70000.0
     wide[8, 3] = -1e6
     wide[9, 0] = 65504.0  # representable: no finding
+    wide[10, 1] = -65519.0  # float16 rounds it to -65504: no finding
+    wide[11, 2] = 65520.0  # float16 rounds it to +Inf
+    with np.errstate(over="ignore"):
+        assert np.float16(-65519.0) == -65504 and np.isinf(np.float16(65520.0))
     path = write_h5(tmp_path / "h.h5", {"half": half, "wide": wide})
     report = run_scan(path)
     assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/half", 42)]
     f16 = finding(report, "V003")
-    assert [(loc.dataset, loc.index) for loc in f16.locations] == [("/wide", 7), ("/wide", 8)]
-    assert f16.values == 2
+    assert [(loc.dataset, loc.index) for loc in f16.locations] == [("/wide", 7), ("/wide", 8), ("/wide", 11)]
+    assert f16.values == 3
 
 
 def test_clean_data_has_no_finding_and_correct_statistics(tmp_path: Path, rng: np.random.Generator) -> None:

@@ -13,7 +13,7 @@ CHECK = Check(
     severity=Severity.WARNING,
     summary=(
         "Finds features (columns of N×F data, channels of N×C×… data, or a whole 1-D dataset) whose "
-        "value never changes across samples."
+        "value never changes across samples. Data with more than 65,536 features is judged as a whole."
     ),
     why=(
         "Standardisation divides by the standard deviation: for a constant feature that is 0/0 = NaN "

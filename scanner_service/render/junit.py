@@ -1,4 +1,5 @@
-"""JUnit XML: one test case per check that ran; a finding at or above --fail-on is a failure."""
+"""JUnit XML: one test case per check that ran (the enabled checks that apply to the kind of dataset); a finding
+at or above --fail-on is a failure."""
 
 from __future__ import annotations
 
@@ -8,11 +9,25 @@ from .. import checks
 from ..report import Report
 from ..severity import FailOn
 
+FAMILIES = {
+    "hdf5": "VLS",
+    "hdf5-list": "VLS",
+    "images": "IVLS",
+    "image-list": "IVLS",
+    "lmdb": "RIVLS",
+}
+"""The check families (code letters) that apply to each kind of dataset: an HDF5 scan runs no image check."""
+
 
 def render(report: Report) -> str:
     fail_on = FailOn(report.summary.fail_on)
-    enabled = checks.enabled_codes(report.config.select, report.config.ignore)
     by_code = {f.code: f for f in report.findings}
+    families = FAMILIES.get(report.source.kind)
+    enabled = {
+        code
+        for code in checks.enabled_codes(report.config.select, report.config.ignore)
+        if families is None or code[0] in families or code in by_code
+    }
     suite = ET.Element(
         "testsuite",
         name=f"dscan {report.source.path}",

@@ -51,7 +51,7 @@ def resolve_inside(raw: str, roots: list[Path], what: str = "path") -> Path:
     return real
 
 
-def fingerprint(target: Path, config: ScanConfig) -> str:
+def fingerprint(target: Path, config: ScanConfig, kind: str | None = None) -> str:
     """A digest of every file the scan reads: relative path, size and modification time (no content).
 
     That is every file below a folder (folder links followed, as the scans follow them), or the file itself
@@ -63,7 +63,7 @@ def fingerprint(target: Path, config: ScanConfig) -> str:
         return digest.hexdigest()
     digest.update(_stat_line(target, "."))
     try:
-        listed = open_source(target, config).listed_files()
+        listed = open_source(target, config, kind).listed_files()
     except DscanError:  # no dataset: the scan reports it
         listed = []
     for path in listed:
@@ -94,9 +94,11 @@ def _walk_into(digest: Any, target: Path) -> None:
             digest.update(_stat_line(os.path.join(folder, name), f"{rel}/{name}"))
 
 
-def request_digest(target: Path, config: ScanConfig, options: dict[str, Any], callback_url: str | None) -> str:
-    """Same digest = same request on an unchanged dataset."""
-    files = fingerprint(target, config)
+def request_digest(
+    target: Path, config: ScanConfig, options: dict[str, Any], callback_url: str | None, kind: str | None = None
+) -> str:
+    """Same digest = same request on an unchanged dataset (``kind``: the format, when already detected)."""
+    files = fingerprint(target, config, kind)
     body = json.dumps(
         {"target": str(target), "options": options, "callback": callback_url, "files": files},
         sort_keys=True,

@@ -30,6 +30,9 @@ MAX_ATTEMPTS = 2
 ProgressFn = Callable[[int, int], None]
 
 
+PR_SET_PDEATHSIG = 1
+
+
 def _die_with_parent(parent: int) -> None:
     """Linux: ask the kernel to kill this worker when its parent dies (killed alone, the parent leaves its
     workers waiting forever: with fork, each holds the parent's end of the pipes too, so no EOF comes)."""
@@ -43,9 +46,6 @@ def _die_with_parent(parent: int) -> None:
         return
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(1)
-
-
-PR_SET_PDEATHSIG = 1
 
 
 def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig, parent: int = 0) -> None:

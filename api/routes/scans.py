@@ -71,7 +71,7 @@ def create_scan(
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     target = resolve_inside(body.path, settings.data_roots)
     try:
-        detect_kind(target)  # a file or folder of no format dscan reads: said now, not by a failed job
+        kind = detect_kind(target)  # a file or folder of no format dscan reads: said now, not by a failed job
     except DscanError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     if config.root is not None:
@@ -91,7 +91,7 @@ def create_scan(
     config = config.model_copy(update={"confine": tuple(str(root) for root in settings.data_roots)})
     options = config.model_dump(mode="json", exclude_defaults=True)
     try:
-        digest = request_digest(target, config, options, callback)
+        digest = request_digest(target, config, options, callback, kind)
     except OSError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"cannot read {body.path!r}: {exc}") from None
     if not body.force:

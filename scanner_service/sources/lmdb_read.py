@@ -165,18 +165,20 @@ class _Reader:
     # locations ---------------------------------------------------------------------------------
 
     def location(self, pos: int, key: bytes | memoryview | None = None, detail: str | None = None) -> Location:
-        text = key_text(key) if key is not None else key_text(self.key_at(pos))
-        return Location(path=self.rel, key=text, index=pos, detail=detail)
+        return Location(path=self.rel, key=key_text(self.key_of(pos, key)), index=pos, detail=detail)
 
-    def _after(self, pos: int) -> str:
-        """' after key K' naming the record before ``pos`` in this shard, when it can be looked up."""
+    def key_of(self, pos: int, key: bytes | memoryview | None) -> bytes | None:
+        """``key`` when the loop had it at hand, else the key of the record at ``pos``, looked up."""
+        return bytes(key) if key is not None else self.key_at(pos)
+
+    def key_before(self, pos: int) -> bytes | None:
+        """The key of the record before ``pos`` (the previous shard's last one for the first), when known."""
         if pos <= self.start:
-            return ""
+            return unhex(self.spec.get("prev") or "") or None
         try:
-            before = self.key_at(pos - 1)
+            return self.key_at(pos - 1)
         except (lmdb.Error, IndexError):
-            return ""
-        return f" after key {key_text(before)}" if before else ""
+            return None
 
     def key_at(self, pos: int) -> bytes | None:
         """The key of the record at ``pos`` of this shard, looked up afterwards."""
@@ -199,16 +201,18 @@ class _Reader:
         self, code: str, pos: int, key: bytes | memoryview | None, detail: str, value: bytes | memoryview | None = None
     ) -> ReadFailure:
         self.accounted += 1
-        raw = bytes(key) if key is not None else self.key_at(pos)
+        raw = self.key_of(pos, key)
         if raw == b"":  # LMDB refuses empty keys: this node was cut short or overwritten, not written so
+            before = self.key_before(pos)
+            after = f" after key {key_text(before)}" if before else ""
             code = "R004"
             detail = (
-                f"damaged record node{self._after(pos)}: its key is empty, which LMDB never stores (a leaf page "
+                f"damaged record node{after}: its key is empty, which LMDB never stores (a leaf page "
                 f"cut short or overwritten); its value reads as: {detail}"
             )
             where = Location(path=self.rel, index=pos, detail=detail)
         else:
-            where = Location(path=self.rel, key=key_text(raw), index=pos, detail=detail)
+            where = self.location(pos, raw, detail)
         return ReadFailure(code, where, items=1, nbytes=len(value) if value else 0)
 
     def bad_value(
@@ -221,7 +225,7 @@ class _Reader:
 
         if is_database_record(value):
             self.accounted += 1
-            name = key_text(bytes(key) if key is not None else self.key_at(pos))
+            name = key_text(self.key_of(pos, key))
             detail = "a named database: its records are not scanned (dscan reads the main database)"
             return Note(info={f"lmdb.named_database {name}": detail}, items=1, nbytes=len(value))
 
@@ -580,7 +584,7 @@ class _DatumReader(_Reader):
             detail = f"this record cannot be read: {DAMAGE[damage]}"
             key = self.key_at(pos)
             if key is None:
-                before = self.key_at(pos - 1) if pos > self.start else unhex(self.spec["prev"] or "")
+                before = self.key_before(pos)
                 detail += f"; it follows key {key_text(before)}" if before else ""
             yield self.failure("R004", pos, key, detail)
             yield from self._maybe_flush(pos, None)

@@ -137,9 +137,7 @@ class ShardPool:
         try:
             while queue or any(w.task for w in self.workers):
                 for w in self.workers:
-                    if w.task is None and queue:
-                        w.task = queue.popleft()
-                        w.conn.send(w.task.shard)
+                    self._feed(w, queue)
                 busy = [w for w in self.workers if w.task is not None]
                 ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
                 for w in busy:
@@ -151,6 +149,13 @@ class ShardPool:
                         yield from self._crashed(w, queue, progress)
         finally:
             self.close()
+
+    @staticmethod
+    def _feed(w: _Worker, queue: deque[_Task]) -> None:
+        """Give an idle worker the next shard."""
+        if w.task is None and queue:
+            w.task = queue.popleft()
+            w.conn.send(w.task.shard)
 
     def _receive(self, w: _Worker, queue: deque[_Task], progress: ProgressFn | None) -> Iterator[Partial]:
         task = w.task
@@ -168,6 +173,7 @@ class ShardPool:
                     progress(msg[2], msg[3])
             elif msg[0] == "done":
                 w.task = None
+                self._feed(w, queue)  # before the caller merges this result: the worker does not wait for it
                 yield msg[2]
                 return
             else:

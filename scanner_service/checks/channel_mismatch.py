@@ -39,14 +39,16 @@ def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
     kind = "gray" if gray else "color"
     counters = ctx.partial.counters
     counters[f"images.{kind}"] = counters.get(f"images.{kind}", 0) + 1
-    samples = ctx.partial.groups.setdefault(FAMILY, {}).setdefault(kind, [])
+    # the first locations of each kind and mode (the mode is in the key: no copy of the location per image)
+    samples = ctx.partial.groups.setdefault(FAMILY, {}).setdefault(f"{kind}\t{verdict.mode}", [])
     cap = ctx.partial.cap
+    location = item.location
     if len(samples) < cap:
-        samples.append(item.location.model_copy(update={"detail": verdict.mode}))
+        samples.append(location)
         if len(samples) == cap:
             samples.sort(key=Location.sort_key)
-    elif cap and item.location.sort_key() < samples[-1].sort_key():
-        samples[-1] = item.location.model_copy(update={"detail": verdict.mode})
+    elif cap and location.sort_key() < samples[-1].sort_key():
+        samples[-1] = location
         samples.sort(key=Location.sort_key)
 
 
@@ -58,11 +60,19 @@ def finalize(ctx: ScanContext) -> None:
     if not minority or minority > MINORITY_SHARE * total:
         return
     kind, other = ("gray", "colour") if gray < color else ("color", "grayscale")
-    samples = sorted(ctx.partial.groups.get(FAMILY, {}).get(kind, []), key=Location.sort_key)
+    samples = sorted(
+        (
+            (loc, key.partition("\t")[2])
+            for key, locs in ctx.partial.groups.get(FAMILY, {}).items()
+            if key.partition("\t")[0] == kind
+            for loc in locs
+        ),
+        key=lambda sample: sample[0].sort_key(),
+    )
     majority = max(gray, color)
     noun = "grayscale" if kind == "gray" else "colour"
     locs = [
-        loc.model_copy(update={"detail": f"{noun} ({loc.detail}) among {majority:,} {other} images"})
-        for loc in samples[: ctx.partial.cap]
+        loc.model_copy(update={"detail": f"{noun} ({mode}) among {majority:,} {other} images"})
+        for loc, mode in samples[: ctx.partial.cap]
     ]
     ctx.emit_many(CHECK.code, minority, minority, locs)

@@ -16,11 +16,13 @@ frame (``pillow.py``). Content types come from magic bytes (``sniff.py``), never
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from .sniff import UNREADABLE, claimed_format, damaged_png_signature, describe, sniff
+from .sniff import UNREADABLE, certainly_no_image, claimed_format, damaged_png_signature, describe, sniff
 from .verdict import Verdict
 
 # The decoders (jpeg: simplejpeg; pillow: Pillow; png: ISA-L) are imported on the first image, so scans of
@@ -38,8 +40,6 @@ PRIMARY = {"jpeg": "jpeg", "png": "png"}
 
 def inspect_image(data: bytes | memoryview, name: str = "", max_pixels: int = DEFAULT_MAX_PIXELS) -> Verdict:
     """Inspect one encoded image. Never raises: whatever goes wrong is in the verdict."""
-    from .pillow import constant_value, judge
-
     verdict = Verdict()
     if len(data) == 0:
         verdict.empty = True
@@ -54,30 +54,39 @@ def inspect_image(data: bytes | memoryview, name: str = "", max_pixels: int = DE
         return verdict
     try:
         if fmt == "jpeg":
-            from .jpeg import inspect_jpeg
-
-            inspect_jpeg(data, verdict, max_pixels, _pillow_fallback(max_pixels))
+            _decoder("jpeg").inspect_jpeg(data, verdict, max_pixels, _pillow_fallback(max_pixels))
         elif fmt == "png":
-            from .png import inspect_png
-
-            inspect_png(data, verdict, max_pixels, constant_value, _pillow_fallback(max_pixels))
+            _decoder("png").inspect_png(data, verdict, max_pixels, _constant_value, _pillow_fallback(max_pixels))
         else:
-            judge(data, verdict, max_pixels)
+            _decoder("pillow").judge(data, verdict, max_pixels)
     except MemoryError:
         verdict.error = "out of memory while decoding"
     except Exception:  # a flaw in a parser here must not become a false error: Pillow decides
         second = Verdict(format=fmt)
-        judge(data, second, max_pixels, fallback=True)
+        _decoder("pillow").judge(data, second, max_pixels, fallback=True)
         return second
     return verdict
 
 
-def _pillow_fallback(max_pixels: int) -> Any:
-    """Pillow's full judge, for the JPEG and PNG checks to hand a file over to (the loader decides)."""
-    from .pillow import judge
+@functools.cache
+def _decoder(name: str) -> ModuleType:
+    """The module of one judge (``jpeg``, ``png``, ``pillow``), imported on first use and then kept at hand:
+    a scan of one image costs no import statement per image."""
+    return importlib.import_module(f"{__name__}.{name}")
 
-    def fallback(data: Any, verdict: Verdict) -> None:
-        judge(data, verdict, max_pixels, fallback=True)
+
+def _constant_value(data: Any) -> str | None:
+    constant: str | None = _decoder("pillow").constant_value(data)
+    return constant
+
+
+@functools.cache
+def _pillow_fallback(max_pixels: int) -> Any:
+    """Pillow's full judge, for the JPEG and PNG checks to hand a file over to (the loader decides).
+    Pillow is imported when a file is handed over, not before."""
+
+    def fallback(data: Any, verdict: Verdict, constant: bool = True) -> None:
+        _decoder("pillow").judge(data, verdict, max_pixels, fallback=True, constant=constant)
 
     return fallback
 
@@ -85,15 +94,17 @@ def _pillow_fallback(max_pixels: int) -> Any:
 def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pixels: int) -> None:
     """Content no signature matches: a PNG whose signature is damaged, a format Pillow knows without a
     signature (TGA, XPM ...), else no image."""
-    from .pillow import judge
-
     damaged = damaged_png_signature(data[:24])
     if damaged is not None:
         verdict.format = "png"
         verdict.error = damaged
         return
+    if certainly_no_image(data[:512]):  # a web page, JSON, an archive ...: no decoder to ask
+        verdict.format = None
+        verdict.content = describe(data[:512])
+        return
     probe = Verdict()
-    judge(data, probe, max_pixels)
+    _decoder("pillow").judge(data, probe, max_pixels)
     known = probe.format is not None and probe.format != "unknown"
     if known and (probe.format not in WEAK_MAGIC or claimed_format(name) == probe.format):
         for slot in Verdict.__slots__:

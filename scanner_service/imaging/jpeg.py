@@ -222,7 +222,8 @@ def inspect_jpeg(data: Any, verdict: Verdict, max_pixels: int, pillow_fallback: 
         if not verdict.usable:
             return
     else:
-        if int(thumb.max()) == int(thumb.min()):
+        gray = thumb.tobytes()  # 1/64 of the image, 8-bit gray: counting one byte value is the cheapest test
+        if gray.count(gray[:1]) == len(gray):
             verdict.constant = _constant(data, head.components)
     if head.precision != 8:
         verdict.unusual = f"{head.precision}-bit JPEG samples"
@@ -244,7 +245,7 @@ def _strict_failed(data: Any, head: JpegHeader, reason: str, verdict: Verdict, p
             return
         # Damage libjpeg can step over. Whether it is fatal is what the loader does: Pillow decides.
         second = Verdict(format="jpeg")
-        pillow_fallback(data, second)
+        pillow_fallback(data, second, constant=False)
         if second.error is not None:
             verdict.error = f"{reason} (Pillow: {second.error})"
         else:

@@ -84,13 +84,14 @@ def _float_frame(im: Image.Image, verdict: Verdict) -> None:
         verdict.constant = _value_text(float(arr.flat[0]))
 
 
-def judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool = False) -> None:
-    """Decode every frame with Pillow and fill ``verdict`` (as the fallback judge: keep the format)."""
+def judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool = False, constant: bool = True) -> None:
+    """Decode every frame with Pillow and fill ``verdict`` (as the fallback judge: keep the format).
+    ``constant=False``: a second opinion on damage only, which skips the constant-image test."""
     verdict.judge = "pillow"
     with _own_limits(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            _judge(data, verdict, max_pixels, fallback)
+            _judge(data, verdict, max_pixels, fallback, constant)
         except MemoryError:
             verdict.error = "out of memory while decoding"
         except Exception as exc:  # whatever a decoder raises is the verdict on this file
@@ -103,7 +104,7 @@ def judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool = False) 
             verdict.damage.append(f"Pillow: {message}")
 
 
-def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool) -> None:
+def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constant: bool) -> None:
     im = Image.open(io.BytesIO(data))
     try:
         if not fallback:
@@ -129,7 +130,7 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool) -> None
             im.load()
             if im.mode == "F":
                 _float_frame(im, verdict)
-            elif i == 0 and frames == 1:
+            elif i == 0 and frames == 1 and constant:
                 verdict.constant = _constant(im)
         if frames > 1:
             im.seek(0)

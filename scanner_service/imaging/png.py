@@ -27,7 +27,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -206,7 +206,10 @@ def _unusual(h: _Header, transparency: bool) -> str | None:
     return None
 
 
-Fallback = Callable[[Any, Verdict], None]
+class Fallback(Protocol):
+    """Pillow's judge of the whole file; ``constant=False`` for a second opinion on damage only."""
+
+    def __call__(self, data: Any, verdict: Verdict, constant: bool = True) -> None: ...
 
 
 def inspect_png(
@@ -388,7 +391,7 @@ def _loader_decides(data: Any, v: Verdict, anc: _Ancillary, fallback: Fallback) 
     """Damaged ancillary chunks: an error where Pillow fails on the file, else damage (Pillow's limits alone
     are no damage: a valid file Pillow loads)."""
     second = Verdict(format="png")
-    fallback(data, second)
+    fallback(data, second, constant=False)
     if second.error is not None:
         found = anc.problems + anc.limits
         more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""

@@ -156,39 +156,49 @@ def sniff(head: bytes | memoryview) -> str | None:
 
 def describe(head: bytes | memoryview) -> str:
     """What non-image content looks like, for the ``not-an-image`` detail."""
-    h = bytes(head[:512])
+    return _content(bytes(head[:512]))[0]
+
+
+def certainly_no_image(head: bytes | memoryview) -> bool:
+    """Whether content starting with ``head`` is something no image decoder reads (a web page, JSON, an
+    archive, a PDF ...): its first bytes match none of Pillow's formats, not even one without a signature."""
+    return _content(bytes(head[:512]))[1]
+
+
+def _content(h: bytes) -> tuple[str, bool]:
+    """(what the content looks like, whether it certainly is no image)."""
     low = h.lstrip().lower()
     if low.startswith((b"<!doctype html", b"<html")) or b"<html" in low[:256]:
-        return "HTML (a web page saved in place of the image: an error or login page?)"
+        return "HTML (a web page saved in place of the image: an error or login page?)", True
     if low.startswith(b"<?xml"):
-        return "XML"
+        return "XML", True
     if low[:1] in (b"{", b"[") and low.rstrip()[-1:] in (b"}", b"]", b",", b'"'):
-        return "JSON"
+        return "JSON", True
     if h[:4] == b"\x00\x05\x16\x07":
-        return "an AppleDouble file (macOS metadata that copies to other file systems leave as ._NAME)"
+        return "an AppleDouble file (macOS metadata that copies to other file systems leave as ._NAME)", True
     if h[:2] == b"\x1f\x8b":
-        return "gzip-compressed data"
+        return "gzip-compressed data", True
     if h[:4] == b"PK\x03\x04":
-        return "a ZIP archive"
+        return "a ZIP archive", True
     if h[:4] == b"%PDF":
-        return "a PDF document"
+        return "a PDF document", True
     if h[:8] == b"\x89HDF\r\n\x1a\n":
-        return "an HDF5 file"
+        return "an HDF5 file", False  # Pillow has a stub format for HDF5: it identifies it and says so
     if h[:6] == b"\x93NUMPY":
-        return "a NumPy array (.npy)"
+        return "a NumPy array (.npy)", True
     if len(h) >= 262 and h[257:262] == b"ustar":
-        return "a tar archive"
+        return "a tar archive", False
     if h[4:8] == b"ftyp":
-        return f"an ISO media file (brand {h[8:12].decode('latin-1')!r}: a video?)"
+        return f"an ISO media file (brand {h[8:12].decode('latin-1')!r}: a video?)", False
     if not h.strip(b"\x00"):
-        return "only zero bytes (a file allocated but never written?)"
+        return "only zero bytes (a file allocated but never written?)", False
     try:
         text = h.decode("utf-8")
     except UnicodeDecodeError:
-        return f"unknown binary data (starts with {h[:8].hex(' ')})"
+        return f"unknown binary data (starts with {h[:8].hex(' ')})", False
     if all(c.isprintable() or c in "\r\n\t" for c in text):
-        return "text"
-    return f"unknown binary data (starts with {h[:8].hex(' ')})"
+        return "text", False
+    return f"unknown binary data (starts with {h[:8].hex(' ')})", False
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

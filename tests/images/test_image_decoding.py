@@ -15,6 +15,7 @@ from PIL import Image
 
 from scanner_service.imaging import decoder_entry, inspect_image
 from scanner_service.imaging.jpeg import end_of_image, parse_header
+from scanner_service.imaging.sniff import certainly_no_image
 
 # -- the PNG encoder of these tests is itself checked against Pillow ------------------------------------
 
@@ -256,6 +257,41 @@ def test_non_images_are_described() -> None:
     for data, word in cases.items():
         v = inspect_image(data, "x.jpg")
         assert v.format is None and word in v.content, (data[:10], v.content)
+
+
+def test_content_called_certainly_no_image_is_no_format_pillow_reads(rng: np.random.Generator) -> None:
+    """Content judged without asking Pillow must be no format Pillow writes (and so reads), weak ones too."""
+    import gzip
+    import zipfile
+
+    Image.init()  # every plugin registered
+    image = Image.fromarray(natural(rng, 20, 30))
+    written = 0
+    for fmt in sorted(set(Image.SAVE) & set(Image.OPEN)):
+        out = io.BytesIO()
+        try:
+            image.convert("1" if fmt == "XBM" else "RGB").save(out, fmt)
+        except Exception:  # formats that need other modes or external tools
+            continue
+        written += 1
+        assert not certainly_no_image(out.getvalue()[:512]), fmt
+    assert written >= 15
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.txt", "x")
+    npy = io.BytesIO()
+    np.save(npy, np.zeros(3))
+    for data in (
+        b"<!DOCTYPE html><html><body>Forbidden</body></html>",
+        b'  {"error": "not found"}\n',
+        archive.getvalue(),
+        gzip.compress(b"x"),
+        b"%PDF-1.7\n",
+        npy.getvalue(),
+    ):
+        assert certainly_no_image(data[:512]), data[:12]
+    for data in (b"just some words\n", bytes(600), b"\x89HDF\r\n\x1a\n" + bytes(100)):
+        assert not certainly_no_image(data[:512]), data[:12]
 
 
 def test_unreadable_formats_are_errors_not_non_images() -> None:

@@ -453,11 +453,11 @@ def test_the_loader_decides_the_severity() -> None:
     data = rewrite(rgb_full(), b"gAMA", bytes(5))
     calls: list[bytes] = []
 
-    def refuses(d: Any, verdict: Verdict) -> None:
+    def refuses(d: Any, verdict: Verdict, constant: bool = True) -> None:
         calls.append(bytes(d))
         verdict.error = "no such luck"
 
-    def loads(d: Any, verdict: Verdict) -> None:
+    def loads(d: Any, verdict: Verdict, constant: bool = True) -> None:
         calls.append(bytes(d))
 
     v = Verdict(format="png")

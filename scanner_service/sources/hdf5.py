@@ -166,6 +166,16 @@ def vds_source_file(vds_file: Path, name: str) -> Path | None:
     return None
 
 
+def stored_as_read(ds: h5py.Dataset) -> bool:
+    """Whether the dataset's stored bytes are its values as numpy reads them: the same type, size and byte
+    order. Only then are raw bytes decoded here; HDF5 converts other types (a 2-byte bfloat16 read as
+    float32, custom precisions) on the way."""
+    try:
+        return bool(ds.id.get_type().equal(h5py.h5t.py_create(ds.dtype)))
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
 def _filters(ds: h5py.Dataset) -> list[int]:
     plist = ds.id.get_create_plist()
     return [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
@@ -569,6 +579,9 @@ class _SegmentReader:
         missing_filters(_filters(self.ds))  # a fresh worker process registers plugin filters here
         layout = plist.get_layout()
         chunks = self.ds.chunks
+        if not stored_as_read(self.ds):  # a custom float (bfloat16 ...) that HDF5 converts: only HDF5 reads it
+            yield from self._h5py_blocks()
+            return
         if layout == h5py.h5d.CHUNKED and chunks is not None:
             chunk_bytes = math.prod(chunks) * self.dtype.itemsize
             if chunk_bytes >= OWN_CHUNK_MIN_BYTES and tuple(_filters(self.ds)) in OWN_PIPELINES:

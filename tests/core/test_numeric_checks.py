@@ -304,3 +304,32 @@ def test_long_float32_columns_are_summed_without_drift(tmp_path: Path) -> None:
     for c in range(3):
         assert _channel(report, c)["mean"] == pytest.approx(float(wide[:, c].mean()), rel=1e-6), c
         assert _channel(report, c)["std"] == pytest.approx(float(wide[:, c].std()), rel=1e-5, abs=1e-9), c
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "chunked-big", "chunked-small"])
+def test_custom_float_types_are_read_as_hdf5_converts_them(tmp_path: Path, layout: str) -> None:
+    """bfloat16 stored as an HDF5 custom 2-byte float: h5py reads it as float32. Its raw bytes are no
+    float32 (and fewer than the dataset's float32 size: reading them raw ran into the next dataset)."""
+    bf16 = h5py.h5t.IEEE_F32LE.copy()
+    bf16.set_fields(15, 7, 8, 0, 7)
+    bf16.set_offset(0)
+    bf16.set_precision(16)
+    bf16.set_size(2)
+    bf16.set_ebias(127)
+    values = np.ones((20000, 8), np.float32)
+    values[3, 1], values[60, 2], values[7, 0] = np.nan, np.inf, 1e30
+    bits = (values.view(np.uint32) >> 16).astype(np.uint16)
+    path = tmp_path / "bf16.h5"
+    with h5py.File(path, "w") as f:
+        plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        if layout != "contiguous":
+            plist.set_chunk((20000, 8) if layout == "chunked-big" else (16, 8))
+        space = h5py.h5s.create_simple(values.shape)
+        ds = h5py.h5d.create(f.id, b"x", bf16, space, dcpl=plist)
+        ds.write(h5py.h5s.ALL, h5py.h5s.ALL, bits, mtype=bf16)
+        f["y"] = np.full((100, 8), 5.0, np.float32)  # the bytes after /x
+    report = run_scan(path, max_locations=100)
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/x", 3)]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V002").locations] == [("/x", 60)]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V003").locations] == [("/x", 7)]
+    assert "S002" not in codes(report)

@@ -7,6 +7,7 @@ reader, which becomes a finding. The other shards are never affected.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -50,6 +51,11 @@ def _die_with_parent(parent: int) -> None:
 
 def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig, parent: int = 0) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Decoder libraries print to standard output (hdf5plugin's LZ4 filter: "cannot malloc" on a damaged
+    # chunk); a worker's standard output is the parent's, which may be carrying a JSON report: send it to
+    # standard error.
+    with contextlib.suppress(OSError):
+        os.dup2(2, 1)
     if parent:
         _die_with_parent(parent)
     while True:

@@ -282,3 +282,32 @@ def _running(pid: str) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_what_decoder_libraries_print_stays_out_of_a_json_report(tmp_path: Path) -> None:
+    """hdf5plugin's LZ4 filter prints "cannot malloc" to standard output on a damaged chunk; the JSON report
+    on standard output must still be one JSON object."""
+    import h5py
+    import hdf5plugin
+
+    data = np.random.default_rng(16).normal(size=(20000, 16)).astype("f4")
+    path = tmp_path / "lz4.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=data, chunks=(5000, 16), **hdf5plugin.LZ4())
+    with h5py.File(path, "r") as f:
+        info = f["x"].id.get_chunk_info_by_coord((5000, 0))
+    raw = bytearray(path.read_bytes())
+    for at in (info.byte_offset + 2, info.byte_offset + 20, info.byte_offset + info.size // 2):
+        raw[at] ^= 0x5A
+    path.write_bytes(bytes(raw))
+    for jobs in ("-j1", "-j2"):
+        done = subprocess.run(
+            [sys.executable, "-m", "scanner_service.cli", "scan", str(path), "--format", "json", jobs],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 1, done.stderr
+        report = json.loads(done.stdout)
+        bad = next(f for f in report["findings"] if f["code"] == "S002")
+        assert bad["locations"][0]["index"] == 5000

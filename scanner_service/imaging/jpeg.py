@@ -45,7 +45,12 @@ HARMLESS = (
     "Unknown Adobe color transform code",
     "Application transferred too many scanlines",
 )
-"""libjpeg warnings about valid-enough files: the image decodes as meant (strict mode stops at them)."""
+"""libjpeg warnings about valid-enough files: the image decodes as meant. Strict mode stops at the first
+warning, so the header field behind one is set to what libjpeg assumes and the copy decoded again: damage
+further on must still be found."""
+
+SEQUENTIAL = frozenset({0xC0, 0xC1, 0xC5, 0xC9, 0xCD})
+"""Frame types whose scans must read Ss=0, Se=63, Ah=Al=0 (libjpeg warns and ignores other values)."""
 
 
 @dataclass(slots=True)
@@ -59,6 +64,12 @@ class JpegHeader:
     """Offset of the first scan's entropy-coded data (0: no scan found)."""
     orientation: int | None = None
     mpf: bool = False
+    jfif_version: int = -1
+    """Offset of the JFIF version's major byte (-1: no JFIF segment)."""
+    adobe_transform: int = -1
+    """Offset of the Adobe segment's colour transform byte (-1: none)."""
+    sos: int = -1
+    """Offset of the first scan header's body (its component count)."""
     problem: str | None = None
     """What is wrong with the header's structure, when something is (used when the decoders fail)."""
     tables: list[tuple[int, int]] = field(default_factory=list)
@@ -144,6 +155,10 @@ def parse_header(data: Any) -> JpegHeader:
                 head.problem = "frame header (SOF) too short for its components"
         elif marker == 0xC4:
             head.tables.append((pos + 2, pos + length))
+        elif marker == 0xE0 and bytes(seg[:5]) == b"JFIF\x00" and len(seg) >= 7:
+            head.jfif_version = pos + 2 + 5
+        elif marker == 0xEE and bytes(seg[:5]) == b"Adobe" and len(seg) >= 12:
+            head.adobe_transform = pos + 2 + 11
         elif marker == 0xE1 and bytes(seg[:6]) == b"Exif\x00\x00":
             head.orientation = exif_orientation(seg[6:])
         elif marker == 0xE2 and bytes(seg[:4]) == b"MPF\x00":
@@ -152,6 +167,7 @@ def parse_header(data: Any) -> JpegHeader:
             if not head.sof:
                 head.problem = head.problem or "scan (SOS) before any frame header (SOF)"
             head.scan = pos + length
+            head.sos = pos + 2
             return head
         pos += length
 
@@ -216,15 +232,16 @@ def inspect_jpeg(data: Any, verdict: Verdict, max_pixels: int, pillow_fallback: 
     verdict.mode = _mode(head)
     verdict.judge = "jpeg"
     try:
-        thumb = _decode(data, strict=True)
+        thumb, decoded = _strict_decode(data, head)
     except ValueError as exc:
-        _strict_failed(data, head, str(exc), verdict, pillow_fallback)
+        reason, decoded = exc.args
+        _strict_failed(data, decoded, head, reason, verdict, pillow_fallback)
         if not verdict.usable:
             return
     else:
         gray = thumb.tobytes()  # 1/64 of the image, 8-bit gray: counting one byte value is the cheapest test
         if gray.count(gray[:1]) == len(gray):
-            verdict.constant = _constant(data, head.components)
+            verdict.constant = _constant(decoded, head.components)
     if head.precision != 8:
         verdict.unusual = f"{head.precision}-bit JPEG samples"
     elif head.components == 4:
@@ -232,16 +249,53 @@ def inspect_jpeg(data: Any, verdict: Verdict, max_pixels: int, pillow_fallback: 
     _trailing(data, head, verdict)
 
 
-def _strict_failed(data: Any, head: JpegHeader, reason: str, verdict: Verdict, pillow_fallback: Any) -> None:
+def _strict_decode(data: Any, head: JpegHeader) -> tuple[np.ndarray[Any, Any], Any]:
+    """The strict 1/8 decode of ``data``, past the warnings about valid-enough files: (thumbnail, the bytes
+    decoded). Raises ValueError(libjpeg's reason, the bytes decoded) when it fails."""
+    decoded = data
+    for _ in range(len(HARMLESS)):
+        try:
+            return _decode(decoded, strict=True), decoded
+        except ValueError as exc:
+            reason = str(exc)
+            fixed = _assumed(decoded, head, reason) if reason.startswith(HARMLESS) else None
+            if fixed is None:
+                raise ValueError(reason, decoded) from exc
+            decoded = fixed
+    return _decode(decoded, strict=True), decoded
+
+
+def _assumed(data: Any, head: JpegHeader, reason: str) -> bytes | None:
+    """A copy of ``data`` with the header field a harmless warning is about set to what libjpeg assumes in
+    its place; None when there is no such field to set (or it is set already)."""
+    out = bytearray(data)
+    if reason.startswith("Warning: unknown JFIF revision") and head.jfif_version >= 0:
+        out[head.jfif_version] = 1
+    elif reason.startswith("Invalid SOS parameters") and head.sos >= 0 and head.sof in SEQUENTIAL:
+        at = head.sos + 1 + 2 * out[head.sos]
+        if at + 3 > len(out):
+            return None
+        out[at : at + 3] = b"\x00\x3f\x00"  # Ss, Se, Ah/Al of a sequential scan
+    elif reason.startswith("Unknown Adobe color transform") and head.adobe_transform >= 0:
+        out[head.adobe_transform] = 2 if head.components == 4 else 1  # libjpeg assumes YCCK or YCbCr
+    else:
+        return None
+    return None if out == data else bytes(out)
+
+
+def _strict_failed(
+    data: Any, decoded: Any, head: JpegHeader, reason: str, verdict: Verdict, pillow_fallback: Any
+) -> None:
+    """``decoded``: ``data`` with the fields of harmless warnings set (``_strict_decode``)."""
     try:
-        _decode(data, strict=False)
+        _decode(decoded, strict=False)
     except ValueError as exc:
         fatal = str(exc)
     else:
-        if reason.startswith(HARMLESS):
-            return
         if head.scan and end_of_image(data, head.scan) < 0 and data.find(b"\xff\xd9", head.scan) < 0:
             verdict.error = f"truncated: no end-of-image marker (libjpeg: {reason})"
+            return
+        if reason.startswith(HARMLESS):
             return
         # Damage libjpeg can step over. Whether it is fatal is what the loader does: Pillow decides.
         second = Verdict(format="jpeg")

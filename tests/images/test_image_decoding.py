@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -292,6 +293,34 @@ def test_content_called_certainly_no_image_is_no_format_pillow_reads(rng: np.ran
         assert certainly_no_image(data[:512]), data[:12]
     for data in (b"just some words\n", bytes(600), b"\x89HDF\r\n\x1a\n" + bytes(100)):
         assert not certainly_no_image(data[:512]), data[:12]
+
+
+def _odd_sos(data: bytes) -> bytes:
+    """Al=1 in a sequential JPEG's scan header: libjpeg warns 'Invalid SOS parameters' and ignores it."""
+    sos = data.index(b"\xff\xda")
+    end = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
+    return data[: end - 1] + b"\x01" + data[end:]
+
+
+def _jfif2(data: bytes) -> bytes:
+    """JFIF version 2.01: libjpeg warns 'unknown JFIF revision number' and decodes the file as usual."""
+    assert data[6:11] == b"JFIF\x00"
+    return data[:11] + b"\x02\x01" + data[13:]
+
+
+@pytest.mark.parametrize("quirk", [_odd_sos, _jfif2], ids=["odd-sos", "jfif-2"])
+def test_a_harmless_warning_does_not_hide_damage_further_on(rng: np.random.Generator, quirk: Any) -> None:
+    """Strict decoding stops at the first warning: a harmless one must not end the inspection."""
+    base = jpeg(rng, 240, 320)
+    damaged = zero_block(base)
+    assert inspect_image(damaged, "d.jpg").damage  # the damage alone is seen
+    valid = inspect_image(quirk(base), "v.jpg")
+    assert valid.error is None and valid.damage == [] and valid.usable
+    hidden = inspect_image(quirk(damaged), "d.jpg")
+    assert hidden.error is None and any("Corrupt JPEG data" in d for d in hidden.damage), hidden.damage
+    cut = quirk(base)[: len(base) // 2]
+    truncated = inspect_image(cut, "t.jpg")
+    assert truncated.error is not None and "truncated" in truncated.error, truncated.error
 
 
 def test_unreadable_formats_are_errors_not_non_images() -> None:

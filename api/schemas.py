@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 
-from scanner_service.config import ScanConfig
+from scanner_service.config import MAX_BLOCK_BYTES, ScanConfig
 from scanner_service.report import Summary
 from workers.store import JobRecord, JobStatus, iso
 
@@ -31,7 +31,9 @@ class ScanRequest(ScanConfig):
     shard_bytes: int = Field(
         64 << 20, ge=64 << 10, description="uncompressed bytes per shard (at least 64 KiB: every shard is a task)"
     )
-    block_bytes: int = Field(4 << 20, ge=4 << 10, description="bytes per block read into memory (at least 4 KiB)")
+    block_bytes: int = Field(
+        4 << 20, ge=4 << 10, le=MAX_BLOCK_BYTES, description="bytes per block read into memory (4 KiB to 1 GiB)"
+    )
 
     @field_validator("confine")
     @classmethod

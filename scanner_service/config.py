@@ -22,6 +22,10 @@ MAX_BATCH = 1 << 31
 """Upper bound of batch sizes (numbers beyond any batch would overflow the run-length arithmetic)."""
 
 
+MAX_BLOCK_BYTES = 1 << 30
+"""Upper bound of ``block_bytes``: readers allocate a block's buffer up front."""
+
+
 class ScanConfig(BaseModel):
     """Everything a scan can be told. Every field can be set in the config file or by a flag."""
 
@@ -52,7 +56,9 @@ class ScanConfig(BaseModel):
         32, ge=1, le=MAX_BATCH, description="batch size assumed for run lengths when none is set"
     )
     shard_bytes: int = Field(64 << 20, ge=1, description="uncompressed bytes per shard")
-    block_bytes: int = Field(4 << 20, ge=1, description="bytes per block read into memory")
+    block_bytes: int = Field(
+        4 << 20, ge=1, le=MAX_BLOCK_BYTES, description="bytes per block read into memory (at most 1 GiB)"
+    )
     decoder: str | None = Field(None, description="LMDB value decoder: datum, image, npy, raw:DTYPE:SHAPE")
     root: str | None = Field(None, description="folder that image list paths are relative to")
     min_size: int = Field(32, ge=1, description="tiny-image: smallest acceptable short side, pixels")

@@ -23,10 +23,13 @@ from typing import Any
 
 from .config import ScanConfig
 from .engine import crash_partial, scan_shard, split_shard
+from .errors import ScanCancelled
 from .partial import Partial
 from .sources.base import Shard
 
 MAX_ATTEMPTS = 2
+CANCEL_POLL_S = 0.5
+"""How often a cancellable run asks whether it was cancelled while its workers read."""
 
 ProgressFn = Callable[[int, int], None]
 
@@ -137,15 +140,26 @@ class ShardPool:
         child.close()
         return _Worker(proc, parent)
 
-    def run(self, shards: list[Shard], progress: ProgressFn | None = None) -> Iterator[Partial]:
+    def run(
+        self, shards: list[Shard], progress: ProgressFn | None = None, cancelled: Callable[[], bool] | None = None
+    ) -> Iterator[Partial]:
+        """Yield each shard's partial as it comes. ``cancelled()`` is asked between results and at least every
+        half second; when it says so, the workers are killed and ScanCancelled raised."""
         queue: deque[_Task] = deque(_Task(s) for s in shards)
         self.start(len(shards))
+        stopped = False
         try:
             while queue or any(w.task for w in self.workers):
+                if cancelled is not None and cancelled():
+                    stopped = True
+                    raise ScanCancelled("the scan was cancelled")
                 for w in self.workers:
                     self._feed(w, queue)
                 busy = [w for w in self.workers if w.task is not None]
-                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+                ready = wait(
+                    [w.conn for w in busy] + [w.process.sentinel for w in busy],
+                    timeout=None if cancelled is None else CANCEL_POLL_S,
+                )
                 for w in busy:
                     if w.task is None:
                         continue
@@ -154,7 +168,7 @@ class ShardPool:
                     elif w.process.sentinel in ready:
                         yield from self._crashed(w, queue, progress)
         finally:
-            self.close()
+            self.close(kill=stopped)
 
     @staticmethod
     def _feed(w: _Worker, queue: deque[_Task]) -> None:
@@ -218,10 +232,13 @@ class ShardPool:
             progress(task.shard.items, task.shard.bytes)
         yield partial
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """End the workers: asked to stop after their shard, or killed at once (``kill``)."""
         for w in self.workers:
             try:
-                if w.process.is_alive():
+                if kill:
+                    w.process.kill()
+                elif w.process.is_alive():
                     w.conn.send(None)
             except (OSError, BrokenPipeError):
                 pass

@@ -140,7 +140,7 @@ def isolate(kind: str, path: str, shard: Shard, config: ScanConfig, tracker: Tra
         return engine.crash_partial(kind, path, shard, config, reason)
     with children_allowed():
         pool = ShardPool(kind, path, config, 1)
-        merged = merge(pool.run(pieces, tracker.advance))
+        merged = merge(pool.run(pieces, tracker.advance, tracker.cancelled))
     merged.shards = 1  # still one shard of the plan, however many pieces it was read in
     return merged
 
@@ -196,7 +196,11 @@ def scan_shard(job_id: str, shard_doc: dict[str, Any]) -> str:
             raise
         except Exception as exc:
             log.exception("shard %s raised; isolating it", key)
-            partial = isolate(job.kind, job.target, shard, config, tracker, f"the reader raised {exc}")
+            try:
+                partial = isolate(job.kind, job.target, shard, config, tracker, f"the reader raised {exc}")
+            except ScanCancelled:
+                log.info("shard %s stopped: job cancelled", key)
+                return key
         finally:
             st.clear_running(job_id, key)
         st.complete_shard(job_id, key, dump_json(partial), partial.items, partial.bytes)

@@ -88,3 +88,40 @@ def test_killer_records_become_findings_and_everything_else_is_scanned(
     assert [loc.index for loc in merged.findings["V001"].locations] == [90]
     assert sum(progress) == 100
     assert pool.workers == []
+
+
+class SlowRecords(CrashingRecords):
+    """100 records, 0.2 s each: a shard takes 5 s."""
+
+    kind = "test-slow"
+    KILLERS: dict[int, signal.Signals] = {}
+
+    def read(self, shard: Shard) -> Iterator[Any]:
+        import time
+
+        for block in super().read(shard):
+            time.sleep(0.2)
+            yield block
+
+
+def test_a_cancelled_run_stops_its_workers_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import time
+
+    from scanner_service.errors import ScanCancelled
+
+    monkeypatch.setitem(BY_KIND, SlowRecords.kind, SlowRecords)
+    pool = ShardPool(SlowRecords.kind, str(tmp_path), ScanConfig(), workers=1)
+    pool.ctx = mp.get_context("fork")
+    plan = SlowRecords(tmp_path, ScanConfig()).plan()
+    started = time.monotonic()
+    asked: list[float] = []
+
+    def cancelled() -> bool:
+        asked.append(time.monotonic() - started)
+        return asked[-1] > 1.0
+
+    with pytest.raises(ScanCancelled):
+        merge(pool.run(plan.shards, cancelled=cancelled))
+    assert time.monotonic() - started < 4.0  # the first shard alone takes 5 s: it was not read to the end
+    assert len(asked) >= 3  # asked while the worker was still reading
+    assert pool.workers == []

@@ -180,6 +180,7 @@ def test_options_beyond_any_dataset_and_tiny_shards_are_refused(service: Service
             ({"sorted_run_batches": 1e308}, "sorted_run_batches"),
             ({"shard_bytes": 1}, "shard_bytes"),
             ({"block_bytes": 16}, "block_bytes"),
+            ({"block_bytes": 10**12}, "block_bytes"),
             ({"confine": ["/"]}, "confine"),
         ):
             r = client.post("/api/v1/scans", json={"path": path, **options})

@@ -14,7 +14,10 @@ CHECK = Check(
     code="I012",
     name="exif-rotation",
     severity=Severity.WARNING,
-    summary="Finds images with an EXIF orientation other than 'normal' (2-8: rotated or mirrored).",
+    summary=(
+        "Finds images with an EXIF orientation other than 'normal' (2-8: rotated or mirrored). TIFFs are "
+        "left out: Pillow's load() applies their orientation itself."
+    ),
     why=(
         "Loaders that ignore EXIF (Pillow's Image.open, cv2 with IMREAD_IGNORE_ORIENTATION, most tensor "
         "decoders) return the pixels as stored, sideways or mirrored, while viewers and the labellers saw "

@@ -17,6 +17,10 @@ ORIENTATION_TEXT = {
 }
 """What the stored pixels need to be shown upright (what ImageOps.exif_transpose does)."""
 
+VALUE_FORMATS = {1: "B", 3: "H", 4: "I", 6: "b", 8: "h", 9: "i"}
+"""struct formats of the integer TIFF types (BYTE, SHORT, LONG, SBYTE, SSHORT, SLONG): an orientation
+stored in any of them is read by Pillow's getexif(), and so applied by exif_transpose."""
+
 
 def orientation(tiff: bytes | memoryview) -> int | None:
     """The orientation (1-8) in IFD0 of an EXIF block starting with its TIFF header; None if absent or bad."""
@@ -40,9 +44,10 @@ def orientation(tiff: bytes | memoryview) -> int | None:
                 return None
             tag, typ, n = struct.unpack_from(endian + "HHI", tiff, pos)
             if tag == ORIENTATION_TAG:
-                if typ != 3 or n < 1:  # SHORT
+                if n < 1 or typ not in VALUE_FORMATS:
                     return None
-                (value,) = struct.unpack_from(endian + "H", tiff, pos + 8)
+                # SHORT as the standard says; LONG and the others as Pillow's getexif() reads them too
+                (value,) = struct.unpack_from(endian + VALUE_FORMATS[typ], tiff, pos + 8)
                 return int(value)
             pos += 12
     except struct.error:

@@ -115,8 +115,9 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
             verdict.bomb = f"{width}×{height} = {width * height:,} pixels declared (limit {max_pixels:,})"
             return
         verdict.mode = im.mode
-        if verdict.orientation is None and verdict.format not in ("jpeg", "png"):
-            value = im.getexif().get(ORIENTATION_TAG)  # before load(): libtiff consumes the tag
+        if verdict.orientation is None and verdict.format not in ("jpeg", "png", "tiff"):
+            # (a TIFF's orientation is applied by Pillow's load() itself, and by OpenCV: no loader gets it wrong)
+            value = im.getexif().get(ORIENTATION_TAG)
             verdict.orientation = int(value) if isinstance(value, int) else None
         frames = int(getattr(im, "n_frames", 1))
         verdict.frames = frames

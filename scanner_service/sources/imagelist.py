@@ -42,7 +42,7 @@ def _head_lines(path: Path) -> list[str]:
         return []
     if is_binary(head):
         return []
-    return [ln for ln in head.decode("utf-8", "replace").splitlines() if ln.strip()][:SNIFF_LINES]
+    return [ln for ln in head.decode("utf-8-sig", "replace").splitlines() if ln.strip()][:SNIFF_LINES]
 
 
 def _is_image_path(text: str) -> bool:

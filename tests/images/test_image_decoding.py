@@ -241,9 +241,26 @@ def test_exif_orientation(rng: np.random.Generator) -> None:
     exif = Image.Exif()
     exif[0x0112] = 6
     image = Image.fromarray(natural(rng, 20, 30))
-    for fmt, name in (("JPEG", "o.jpg"), ("PNG", "o.png"), ("WEBP", "o.webp"), ("TIFF", "o.tif")):
+    for fmt, name in (("JPEG", "o.jpg"), ("PNG", "o.png"), ("WEBP", "o.webp")):
         assert inspect_image(encode(image, fmt, exif=exif), name).orientation == 6, fmt
     assert inspect_image(encode(image, "JPEG"), "n.jpg").orientation is None
+    # Pillow's load() applies a TIFF's orientation itself (the pixels every loader gets are upright)
+    tiff = encode(image, "TIFF", exif=exif)
+    with Image.open(io.BytesIO(tiff)) as im:
+        assert im.getexif().get(0x0112) == 6
+        im.load()
+        assert im.size == (image.height, image.width)
+    assert inspect_image(tiff, "o.tif").orientation is None
+    # an orientation stored as a LONG, not the standard SHORT: Pillow's exif_transpose applies it too
+    import struct
+
+    ifd = b"MM\x00*" + struct.pack(">IH", 8, 1) + struct.pack(">HHII", 0x0112, 4, 1, 6) + struct.pack(">I", 0)
+    segment = b"Exif\x00\x00" + ifd
+    plain = encode(image, "JPEG")
+    long_typed = plain[:2] + b"\xff\xe1" + struct.pack(">H", len(segment) + 2) + segment + plain[2:]
+    with Image.open(io.BytesIO(long_typed)) as im:
+        assert im.getexif().get(0x0112) == 6
+    assert inspect_image(long_typed, "l.jpg").orientation == 6
 
 
 def test_non_images_are_described() -> None:

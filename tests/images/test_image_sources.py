@@ -227,6 +227,17 @@ def test_csv_with_class_names(tmp_path: Path, write: Write, rng: np.random.Gener
     assert rows == [(0, "cat", 1), (1, "dog", 1)]
 
 
+def test_csv_saved_with_a_byte_order_mark(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
+    """Excel's "CSV UTF-8" starts with a BOM; paths without an extension leave only the header to go by."""
+    write("imgs/0", jpeg(rng))
+    write("imgs/1", b"")
+    write("bom.csv", b"\xef\xbb\xbfpath,label\nimgs/0,0\nimgs/1,1\n")
+    assert detect_kind(tmp_path / "bom.csv") == "image-list"
+    report = scan_dir(tmp_path / "bom.csv")
+    assert places(report, "I001") == ["imgs/1"]
+    assert report.summary.items_scanned == 2
+
+
 def test_csv_numeric_labels_and_label_checks(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     for i in range(4):
         write(f"p/{i}.png", png(rng))

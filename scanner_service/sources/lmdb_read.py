@@ -658,10 +658,11 @@ class _DatumReader(_Reader):
             yield self.bad_value(pos, key, value, str(exc))
             yield from self._maybe_flush(pos, key)
             return
-        self.labels.append(d.label if d.label is not None else NO_LABEL)
+        label = d.label if d.label is not None else 0  # Caffe reads a Datum without a label as label 0
+        self.labels.append(label)
         if d.encoded:
             self.accounted += 1
-            yield EncodedImage(data=d.data, location=self.location(pos, key), label=d.label, nbytes=len(value))
+            yield EncodedImage(data=d.data, location=self.location(pos, key), label=label, nbytes=len(value))
             yield from self._maybe_flush(pos, key)
             return
         shape = "x".join(map(str, d.shape))

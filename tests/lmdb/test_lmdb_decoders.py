@@ -63,7 +63,8 @@ def test_float_data_nan_inf_and_float16_overflow_at_their_keys(make_env: EnvMake
 
 
 def test_float_data_with_large_labels_and_no_labels(make_env: EnvMaker) -> None:
-    """Labels of two varint bytes, three bytes, and records without a label all read right."""
+    """Labels of two varint bytes, three bytes, and records without a label all read right: a Datum without
+    a label field is label 0, as Caffe reads it (proto3 writers leave a 0 label out)."""
     records = []
     for i in range(300):
         values = np.full((1, 2, 2), i, np.float32)
@@ -74,8 +75,9 @@ def test_float_data_with_large_labels_and_no_labels(make_env: EnvMaker) -> None:
     report = run_scan(make_env(records), max_locations=50)
     assert keys_of(report, "V001") == [key(200)]
     (labels,) = report.labels
-    assert labels.total == 250
+    assert labels.total == 300
     assert labels.histogram[-1].label == 249 * 1000
+    assert (labels.histogram[0].label, labels.histogram[0].count) == (0, 51)  # record 0 and the 50 without
 
 
 def test_encoded_datums_become_images_judged_by_the_image_checks(make_env: EnvMaker) -> None:

@@ -136,11 +136,15 @@ def h5_key(name: str) -> str | bytes:
 UNSCANNED_SHOWN = 5
 
 
-def _unscanned_kind(dtype: np.dtype[Any]) -> str | None:
-    """What a numeric dataset that is not scanned holds (complex, variable-length numbers); None for
-    strings, references and other data that holds no numbers."""
+def _unscanned_kind(dtype: np.dtype[Any], field: bool = False) -> str | None:
+    """What a numeric dataset (or compound field) that is not scanned holds (complex, variable-length
+    numbers, nested compounds); None for strings, references and other data that holds no numbers."""
     if dtype.kind == "c":
         return f"complex {dtype.name}"
+    if field and dtype.names:
+        return "a nested compound"
+    if field and dtype.subdtype is not None:
+        return _unscanned_kind(dtype.subdtype[0], field)
     base = h5py.check_vlen_dtype(dtype)
     if base is not None and np.dtype(base).kind in "fiuc":
         return f"variable-length {np.dtype(base).name}"
@@ -339,7 +343,12 @@ class Hdf5Source(Source):
             where = full if shown != full else ""
             dtype = obj.dtype
             numeric_fields = [f for f in dtype.names or () if dtype[f].base.kind in "fiu"]
-            if dtype.kind not in "fiu" and not numeric_fields:
+            for f in dtype.names or ():
+                unscanned = _unscanned_kind(dtype[f].base, field=True)
+                if unscanned is not None:
+                    not_scanned.append(f"{rel}:{shown}['{f}'] ({unscanned})")
+            array = dtype.subdtype is not None and dtype.subdtype[0].kind in "fiu"  # ('f4', (4,)) elements
+            if dtype.kind not in "fiu" and not numeric_fields and not array:
                 unscanned = _unscanned_kind(dtype)
                 if unscanned is not None:
                     not_scanned.append(f"{rel}:{shown} ({unscanned})")
@@ -361,11 +370,15 @@ class Hdf5Source(Source):
                 obj, path, Location(path=rel, line=line, dataset=shown), partial
             ):
                 return
-            if numeric_fields and shape:  # a table (pandas' format="table", PyTables): every numeric column
+            if numeric_fields:  # a table (pandas' format="table", PyTables): every numeric column
                 for f in numeric_fields:
                     sub = dtype[f]
                     named = f"{shown}['{f}']"
-                    found.append(_Dataset(named, (shape[0], *sub.shape), sub.base, None, False, full, f))
+                    found.append(_Dataset(named, (*(shape or (1,)), *sub.shape), sub.base, None, False, full, f))
+                return
+            if array:  # read as HDF5 hands them over: (N, ...) elements of shape S are (N, ..., *S) values
+                base, inner = dtype.subdtype
+                found.append(_Dataset(shown, (*(shape or (1,)), *inner), base, None, False, where))
                 return
             if dtype.kind not in "fiu":
                 return
@@ -540,7 +553,10 @@ class _SegmentReader:
         self.dtype: np.dtype[Any] = self.ds.dtype
         if self.field is not None:
             column = self.ds.dtype[self.field]
-            self.shape, self.dtype = (self.shape[0], *column.shape), column.base
+            self.shape, self.dtype = (*self.shape, *column.shape), column.base
+        elif self.ds.dtype.subdtype is not None:  # array elements: values of the element's shape
+            base, inner = self.ds.dtype.subdtype
+            self.shape, self.dtype = (*self.shape, *inner), base
         self.block_bytes = source.config.block_bytes
         self.index: ChunkIndex | None = None
         self.raw = aligned_buffer(0)
@@ -573,7 +589,11 @@ class _SegmentReader:
             yield from self._label_blocks()
             return
         if self.field is not None:
-            yield from self._field_blocks(self.field)
+            column = self.ds.fields(self.field)
+            yield from self._sliced_blocks(lambda key: column[key])
+            return
+        if self.ds.dtype.subdtype is not None:
+            yield from self._sliced_blocks(lambda key: self.ds[key])
             return
         plist = self.ds.id.get_create_plist()
         missing_filters(_filters(self.ds))  # a fresh worker process registers plugin filters here
@@ -630,20 +650,28 @@ class _SegmentReader:
                 continue
             yield self._block(buf[:n], (r, *([0] * (len(self.shape) - 1))))
 
-    def _field_blocks(self, field: str) -> Iterator[Any]:
-        """One numeric column of a compound dataset, read through HDF5 (which extracts the field)."""
+    def _sliced_blocks(self, read: Any) -> Iterator[Any]:
+        """Rows read through HDF5 by slicing (a column of a compound dataset, array elements): ``read(key)``
+        reads ``self.ds[key]`` as values of ``self.shape[1:]`` per row."""
+        rest = (0,) * (len(self.shape) - 1)
+        if not self.ds.shape:
+            try:
+                yield self._block(np.asarray(read(())).reshape(self.shape), (0, *rest))
+            except (OSError, RuntimeError, ValueError) as exc:
+                yield self._failure(0, 1, None, exc)
+            return
         start, stop = self.seg["start"], self.seg["stop"]
         step = self._row_step()
-        column = self.ds.fields(field)
-        rest = (0,) * (len(self.shape) - 1)
+
+        def rows(a: int, b: int) -> np.ndarray[Any, Any]:
+            return np.asarray(read(np.s_[a:b])).reshape(b - a, *self.shape[1:])
+
         for r in range(start, stop, step):
             n = min(step, stop - r)
             try:
-                data = np.asarray(column[r : r + n]).reshape(n, *self.shape[1:])
+                data = rows(r, r + n)
             except (OSError, RuntimeError, ValueError):
-                yield from self._isolate_rows(
-                    r, r + n, lambda a, b: np.asarray(column[a:b]).reshape(b - a, *self.shape[1:]), self._row_block
-                )
+                yield from self._isolate_rows(r, r + n, rows, self._row_block)
                 continue
             yield self._block(data, (r, *rest))
 

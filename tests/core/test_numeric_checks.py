@@ -333,3 +333,30 @@ def test_custom_float_types_are_read_as_hdf5_converts_them(tmp_path: Path, layou
     assert [(loc.dataset, loc.index) for loc in finding(report, "V002").locations] == [("/x", 60)]
     assert [(loc.dataset, loc.index) for loc in finding(report, "V003").locations] == [("/x", 7)]
     assert "S002" not in codes(report)
+
+
+def test_array_elements_and_compounds_of_any_rank_are_scanned(tmp_path: Path) -> None:
+    """HDF5 array element types (MATLAB and C writers), 2-D and scalar compound datasets: their numbers are
+    scanned at their rows; compound fields that are complex or nested are named as not scanned."""
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(50, 4)).astype("f4")
+    values[10, 2], values[20, 0] = np.nan, np.inf
+    table = np.zeros((50, 4), [("a", "f4"), ("b", "f8"), ("z", "c8"), ("nest", [("p", "f4")])])
+    table["a"], table["b"] = rng.normal(size=(50, 4)), rng.normal(size=(50, 4))
+    table["a"][7, 2] = np.nan
+    scalar = np.zeros((), [("a", "f4")])
+    scalar["a"] = np.nan
+    path = tmp_path / "types.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("arr", shape=(50,), dtype=np.dtype(("f4", (4,))), chunks=(8,))[...] = values
+        f["cmp2d"] = table
+        f["scalar"] = scalar
+    report = run_scan(path, max_locations=50)
+    nan = [(loc.dataset, loc.index) for loc in finding(report, "V001").locations]
+    assert nan == [("/arr", 10), ("/cmp2d['a']", 7), ("/scalar['a']", 0)]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V002").locations] == [("/arr", 20)]
+    arr = next(s for s in report.statistics if s.dataset == "/arr")
+    assert arr.shape == [50, 4] and arr.count == 200 - 2
+    assert "/cmp2d['z'] (complex complex64)" in report.info["hdf5.not_scanned"]
+    assert "/cmp2d['nest'] (a nested compound)" in report.info["hdf5.not_scanned"]
+    assert "S002" not in codes(report)

@@ -154,13 +154,15 @@ def _unscanned_kind(dtype: np.dtype[Any], field: bool = False) -> str | None:
 def vds_source_file(vds_file: Path, name: str) -> Path | None:
     """Where HDF5 finds the source file ``name`` of a virtual dataset in ``vds_file``; None when it finds none.
 
-    HDF5's search (H5Pset_virtual): an absolute name as it is; a relative one under each prefix of
-    ``HDF5_VDS_PREFIX`` (``${ORIGIN}`` is the virtual dataset's folder), then in the virtual dataset's folder,
-    then in the current directory.
+    HDF5's search (H5Pset_virtual): an absolute name as it is, else its last component as a relative name;
+    a relative one under each prefix of ``HDF5_VDS_PREFIX`` (``${ORIGIN}`` is the virtual dataset's folder),
+    then in the virtual dataset's folder, then in the current directory.
     """
     candidate = Path(name)
     if candidate.is_absolute():
-        return candidate if candidate.is_file() else None
+        if candidate.is_file():
+            return candidate
+        candidate = Path(candidate.name)
     origin = str(vds_file.parent)
     prefixes = [p.replace("${ORIGIN}", origin) for p in os.environ.get("HDF5_VDS_PREFIX", "").split(":") if p]
     for base in (*prefixes, origin, os.getcwd()):
@@ -180,9 +182,29 @@ def stored_as_read(ds: h5py.Dataset) -> bool:
         return False
 
 
+def external_file(h5file: Path, name: str) -> Path | None:
+    """Where HDF5 finds an external raw data file ``name`` of a dataset in ``h5file`` (H5Pset_efile_prefix): an
+    absolute name as it is; a relative one under each prefix of ``HDF5_EXTFILE_PREFIX`` (``${ORIGIN}`` is the
+    HDF5 file's folder), else in the current directory. None when it finds none."""
+    candidate = Path(name)
+    if candidate.is_absolute():
+        return candidate if candidate.is_file() else None
+    origin = str(h5file.parent)
+    prefixes = [p.replace("${ORIGIN}", origin) for p in os.environ.get("HDF5_EXTFILE_PREFIX", "").split(":") if p]
+    for base in (*prefixes, os.getcwd()):
+        found = Path(base) / candidate
+        if found.is_file():
+            return found
+    return None
+
+
 def _filters(ds: h5py.Dataset) -> list[int]:
     plist = ds.id.get_create_plist()
     return [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
+
+
+BISECT_DEPTH = 12
+"""Levels of halving a failed row range of an unchunked dataset: 4,096 pieces at most."""
 
 
 def _chunk_label(offset: tuple[int, ...], chunks: tuple[int, ...]) -> str:
@@ -370,6 +392,9 @@ class Hdf5Source(Source):
                 obj, path, Location(path=rel, line=line, dataset=shown), partial
             ):
                 return
+            if obj.id.get_create_plist().get_external_count():
+                row_bytes = int(math.prod(shape[1:])) * dtype.itemsize
+                self._external_storage(obj, path, row_bytes, Location(path=rel, line=line, dataset=shown), partial)
             if numeric_fields:  # a table (pandas' format="table", PyTables): every numeric column
                 for f in numeric_fields:
                     sub = dtype[f]
@@ -406,8 +431,14 @@ class Hdf5Source(Source):
         fill value, so the dataset is still scanned); one outside the data roots of a confined scan is S001, and
         the dataset is not read at all."""
         readable = True
-        for name in sorted({src.file_name for src in obj.virtual_sources()} - {"."}):
+        mapped: dict[str, set[str]] = {}
+        for src in obj.virtual_sources():
+            mapped.setdefault(src.file_name, set()).add(src.dset_name)
+        for name in sorted(mapped):
             shown = printable(name)
+            if name == ".":
+                self._source_datasets(obj.file, path, sorted(mapped[name]), obj.fillvalue, where, partial)
+                continue
             if "%b" in name:  # a file-name pattern of an unlimited virtual dataset: where it leads is not known
                 if self.config.confine:
                     detail = f"virtual dataset maps files named {shown}, which may lie outside the data roots: not read"
@@ -426,7 +457,56 @@ class Hdf5Source(Source):
             if refused is not None:
                 partial.add("S001", where.model_copy(update={"detail": f"virtual dataset maps {shown}: {refused}"}))
                 readable = False
+                continue
+            try:
+                with open_h5(found) as source:
+                    self._source_datasets(source, found, sorted(mapped[name]), obj.fillvalue, where, partial)
+            except OSError:
+                continue  # an unreadable source file: reading the virtual dataset reports it
         return readable
+
+    @staticmethod
+    def _source_datasets(
+        fh: h5py.File, path: Path, names: list[str], fill: Any, where: Location, partial: Partial
+    ) -> None:
+        """Source datasets a virtual dataset maps that are not in their file: HDF5 reads their part as the fill
+        value, without a word (S004)."""
+        for dset in names:
+            try:
+                present = isinstance(fh.get(h5_key(dset)), h5py.Dataset)
+            except (OSError, RuntimeError, ValueError, KeyError):
+                present = True  # a damaged object: reading it reports it
+            if not present:
+                detail = (
+                    f"virtual dataset maps dataset {printable(dset)} of {printable(path.name)}, which has no such "
+                    f"dataset: HDF5 reads that part as the fill value ({fill})"
+                )
+                partial.add("S004", where.model_copy(update={"detail": detail}))
+
+    def _external_storage(
+        self, obj: h5py.Dataset, path: Path, row_bytes: int, where: Location, partial: Partial
+    ) -> None:
+        """External raw data files shorter than the part of the dataset they hold: HDF5 reads the missing bytes
+        as zeros, without a word (S002 for those rows). A missing file fails the read, which reports it."""
+        plist = obj.id.get_create_plist()
+        rows = int(obj.shape[0]) if obj.shape else 1
+        at = 0
+        for i in range(plist.get_external_count()):
+            name, offset, size = plist.get_external(i)
+            if size >= h5py.h5f.UNLIMITED:  # the last file holds the rest of the dataset
+                size = max(0, rows * row_bytes - at)
+            found = external_file(path, object_name(name))
+            if found is not None:
+                held = max(0, min(size, found.stat().st_size - offset))
+                if held < size and row_bytes:
+                    first, last = (at + held) // row_bytes, min(rows, -(-(at + size) // row_bytes))
+                    if first < last:
+                        detail = (
+                            f"{_rows_text(first, last)}: the external raw data file {printable(found.name)} holds "
+                            f"{held:,} of its {size:,} bytes: HDF5 reads the rest as zeros (truncated?)"
+                        )
+                        partial.add("S002", where.model_copy(update={"index": first, "detail": detail}))
+            at += size
 
     def _check_lengths(self, datasets: list[_Dataset], rel: str, line: int | None, partial: Partial) -> None:
         """Labels against the data beside them: the datasets of their group within a factor of 2 of their
@@ -645,8 +725,8 @@ class _SegmentReader:
             n = min(step, stop - r)
             try:
                 self.ds.read_direct(buf, np.s_[r : r + n], np.s_[0:n])
-            except (OSError, RuntimeError, ValueError):
-                yield from self._isolate(r, r + n)
+            except (OSError, RuntimeError, ValueError) as exc:
+                yield from self._isolate(r, r + n, exc)
                 continue
             yield self._block(buf[:n], (r, *([0] * (len(self.shape) - 1))))
 
@@ -670,20 +750,22 @@ class _SegmentReader:
             n = min(step, stop - r)
             try:
                 data = rows(r, r + n)
-            except (OSError, RuntimeError, ValueError):
-                yield from self._isolate_rows(r, r + n, rows, self._row_block)
+            except (OSError, RuntimeError, ValueError) as exc:
+                yield from self._isolate_rows(r, r + n, rows, self._row_block, exc)
                 continue
             yield self._block(data, (r, *rest))
 
     def _row_block(self, data: np.ndarray[Any, Any], start: int) -> NumericBlock:
         return self._block(data, (start, *((0,) * (len(self.shape) - 1))))
 
-    def _isolate_rows(self, start: int, stop: int, read: Any, emit: Any) -> Iterator[Any]:
+    def _isolate_rows(
+        self, start: int, stop: int, read: Any, emit: Any, exc: BaseException | None = None
+    ) -> Iterator[Any]:
         """Re-read a failed row range one chunk row at a time (columns of a table, labels): the rows of a bad
         chunk are reported, the others scanned. ``read(a, b)`` reads rows a..b, ``emit(data, a)`` makes the item."""
         chunks = self.ds.chunks
         if chunks is None:
-            yield self._failure(start, stop, None, RuntimeError("read failed"))
+            yield from self._bisect(start, stop, read, emit, exc or RuntimeError("read failed"))
             return
         rows = chunks[0]
         for r in range(start - start % rows, stop, rows):
@@ -695,11 +777,51 @@ class _SegmentReader:
                 continue
             yield emit(data, a)
 
-    def _isolate(self, start: int, stop: int) -> Iterator[Any]:
+    def _bisect(self, start: int, stop: int, read: Any, emit: Any, exc: BaseException) -> Iterator[Any]:
+        """A failed row range of a dataset without chunks (virtual datasets, external or compact storage):
+        halves are read again, down to single rows or ``BISECT_DEPTH`` levels, so the good rows are scanned
+        and the bad ones reported (adjacent bad rows with the same reason as one range), with HDF5's reason."""
+        pending: list[Any] = []  # the failed range not reported yet: [start, stop, reason exception]
+
+        def fail(a: int, b: int, error: BaseException) -> Iterator[Any]:
+            if pending and pending[1] == a and str(pending[2]) == str(error):
+                pending[1] = b
+                return
+            yield from flush()
+            pending[:] = [a, b, error]
+
+        def flush() -> Iterator[Any]:
+            if pending:
+                yield self._failure(pending[0], pending[1], None, pending[2])
+                pending.clear()
+
+        def halves(a: int, b: int, error: BaseException, depth: int) -> Iterator[Any]:
+            if b - a <= 1 or depth >= BISECT_DEPTH:
+                yield from fail(a, b, error)
+                return
+            mid = (a + b) // 2
+            for lo, hi in ((a, mid), (mid, b)):
+                try:
+                    data = read(lo, hi)
+                except (OSError, RuntimeError, ValueError) as again:
+                    yield from halves(lo, hi, again, depth + 1)
+                    continue
+                yield from flush()
+                yield emit(data, lo)
+
+        yield from halves(start, stop, exc, 0)
+        yield from flush()
+
+    def _isolate(self, start: int, stop: int, exc: BaseException | None = None) -> Iterator[Any]:
         """Re-read a failed row range chunk by chunk: good chunks are scanned, bad ones reported."""
         chunks = self.ds.chunks
         if chunks is None:
-            yield self._failure(start, stop, None, RuntimeError("read failed"))
+            rest = (slice(None),) * (len(self.shape) - 1)
+
+            def rows(a: int, b: int) -> np.ndarray[Any, Any]:
+                return np.asarray(self.ds[(slice(a, b), *rest)])
+
+            yield from self._bisect(start, stop, rows, self._row_block, exc or RuntimeError("read failed"))
             return
         for offset in self._chunk_offsets(tuple(chunks), start, stop):
             sel = tuple(slice(o, min(o + c, s)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
@@ -921,9 +1043,9 @@ class _SegmentReader:
             n = min(step, stop - r)
             try:
                 values = np.asarray(self.ds[r : r + n]).reshape(n)
-            except (OSError, RuntimeError, ValueError):
+            except (OSError, RuntimeError, ValueError) as exc:
                 yield from self._isolate_rows(
-                    r, r + n, lambda a, b: np.asarray(self.ds[a:b]).reshape(b - a), self._label_block
+                    r, r + n, lambda a, b: np.asarray(self.ds[a:b]).reshape(b - a), self._label_block, exc
                 )
                 continue
             yield self._label_block(values, r)

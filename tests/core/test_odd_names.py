@@ -198,3 +198,60 @@ def test_a_virtual_dataset_whose_source_file_is_gone_is_missing_file(tmp_path: P
     status, report = cli_json(path)
     assert status == 0
     assert "S004" not in {f["code"] for f in report["findings"]}  # type: ignore[union-attr]
+
+
+def test_virtual_sources_found_as_hdf5_finds_them_and_missing_source_datasets(tmp_path: Path) -> None:
+    """An absolute source name that no longer exists is looked up by its last component beside the virtual
+    dataset, as HDF5 does (no false missing-file); a source file without the mapped dataset is S004."""
+    part = np.arange(12, dtype=np.float32).reshape(4, 3)
+    write_h5(tmp_path / "part0.h5", {"x": part})
+    write_h5(tmp_path / "part1.h5", {"y": part})
+    path = tmp_path / "all.h5"
+    with h5py.File(path, "w") as fh:
+        layout = h5py.VirtualLayout(shape=(8, 3), dtype=np.float32)
+        layout[0:4] = h5py.VirtualSource("/gone/elsewhere/part0.h5", "x", shape=(4, 3))
+        layout[4:8] = h5py.VirtualSource("part1.h5", "x", shape=(4, 3))
+        fh.create_virtual_dataset("x", layout, fillvalue=-1)
+    with h5py.File(path, "r") as fh:
+        assert fh["x"][0, 1] == 1.0  # HDF5 found part0.h5 beside all.h5
+    status, report = cli_json(path)
+    assert status == 1
+    (missing,) = [f for f in report["findings"] if f["code"] == "S004"]  # type: ignore[union-attr]
+    (loc,) = missing["locations"]
+    assert loc["detail"] == (
+        "virtual dataset maps dataset x of part1.h5, which has no such dataset: "
+        "HDF5 reads that part as the fill value (-1.0)"
+    )
+
+
+def test_damaged_parts_of_unchunked_data_are_found_row_by_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A virtual dataset over a source with a damaged chunk: only the rows HDF5 cannot read are reported,
+    with HDF5's reason; the NaNs elsewhere are found. An external raw file cut short: HDF5 reads zeros."""
+    monkeypatch.chdir(tmp_path)  # HDF5 finds external raw files relative to the working folder
+    data = np.ones((4000, 2), np.float32)
+    data[[100, 3103], 0] = np.nan
+    write_h5(tmp_path / "src.h5", {"x": (data, {"chunks": (100, 2), "compression": "gzip"})})
+    with h5py.File(tmp_path / "src.h5", "r") as fh:
+        info = fh["x"].id.get_chunk_info_by_coord((2500, 0))
+    raw = bytearray((tmp_path / "src.h5").read_bytes())
+    raw[info.byte_offset : info.byte_offset + info.size] = bytes(info.size)
+    (tmp_path / "src.h5").write_bytes(bytes(raw))
+    with h5py.File(tmp_path / "v.h5", "w") as fh:
+        layout = h5py.VirtualLayout(shape=(4000, 2), dtype=np.float32)
+        layout[:] = h5py.VirtualSource("src.h5", "x", shape=(4000, 2))
+        fh.create_virtual_dataset("vds", layout, fillvalue=0)
+        fh.create_dataset("ext", data=data, external=[("ext.bin", 0, h5py.h5f.UNLIMITED)])
+    with open(tmp_path / "ext.bin", "r+b") as fh:
+        fh.truncate(6000 * 4)
+    report = run_scan(tmp_path / "v.h5", max_locations=20)
+    bad = [(loc.dataset, loc.index, loc.detail) for loc in finding(report, "S002").locations]
+    assert bad[0] == (
+        "/ext",
+        3000,
+        "rows 3000-3999: the external raw data file ext.bin holds 24,000 of its "
+        "32,000 bytes: HDF5 reads the rest as zeros (truncated?)",
+    )
+    assert bad[1][:2] == ("/vds", 2500) and bad[1][2].startswith("rows 2500-2599 unreadable: ")
+    assert "read failed" not in bad[1][2]
+    nan = [(loc.dataset, loc.index) for loc in finding(report, "V001").locations]
+    assert nan == [("/ext", 100), ("/vds", 100), ("/vds", 3103)]

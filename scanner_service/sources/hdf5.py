@@ -85,8 +85,14 @@ CHUNK_CACHE_BYTES = 16 << 20
 
 
 def open_h5(path: Path) -> h5py.File:
-    """Open read-only, without HDF5's file locking (read-only media, shared filesystems)."""
-    return h5py.File(path, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES)
+    """Open read-only, without HDF5's file locking (read-only media, shared filesystems). A file a writer has
+    open in SWMR mode refuses a plain reader: it is read the way SWMR readers read it."""
+    try:
+        return h5py.File(path, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES)
+    except OSError as exc:
+        if "already open for write" not in str(exc):
+            raise
+        return h5py.File(path, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES, swmr=True)
 
 
 def is_label_name(name: str, labels_option: str | None) -> bool:
@@ -370,6 +376,11 @@ class Hdf5Source(Source):
                 if unscanned is not None:
                     not_scanned.append(f"{rel}:{shown}['{f}'] ({unscanned})")
             array = dtype.subdtype is not None and dtype.subdtype[0].kind in "fiu"  # ('f4', (4,)) elements
+            shape = tuple(int(n) for n in obj.shape) if obj.shape is not None else None
+            if dtype.kind == "b" and shape and len(shape) <= 2 and shape[1:] in ((), (1,)):
+                if is_label_name(shown, self.config.labels):  # binary labels stored as HDF5 booleans
+                    found.append(_Dataset(shown, shape, dtype, obj.chunks, True, where))
+                return
             if dtype.kind not in "fiu" and not numeric_fields and not array:
                 unscanned = _unscanned_kind(dtype)
                 if unscanned is not None:
@@ -1051,6 +1062,8 @@ class _SegmentReader:
             yield self._label_block(values, r)
 
     def _label_block(self, values: np.ndarray[Any, Any], r: int) -> LabelBlock:
+        if values.dtype.kind == "b":
+            values = values.astype(np.uint8)  # False and True are classes 0 and 1
         return LabelBlock(
             stream=self.name,
             labels=values,

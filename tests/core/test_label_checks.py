@@ -191,3 +191,13 @@ def test_labels_option_names_the_label_dataset(tmp_path: Path, rng: np.random.Ge
     assert [lab.dataset for lab in report.labels] == ["/meta/cls"]
     assert [loc.detail for loc in finding(report, "L003").locations] == ["class 3"]
     assert {s.dataset for s in report.statistics} == {"/x", "/label"}  # the other dataset is plain data now
+
+
+def test_boolean_labels_are_classes_0_and_1(tmp_path: Path, rng: np.random.Generator) -> None:
+    labels = np.zeros(200, bool)
+    labels[:3] = True  # a rare positive class
+    path = write_h5(tmp_path / "b.h5", {"data": rng.normal(size=(200, 4)).astype("f4"), "label": labels})
+    report = run_scan(path, num_classes=2, batch_size=16)
+    (tally,) = report.labels
+    assert [(row.label, row.count) for row in tally.histogram] == [(0, 197), (1, 3)]
+    assert "L004" in codes(report)  # class 1 is absent from most batches of 16

@@ -255,3 +255,33 @@ def test_damaged_parts_of_unchunked_data_are_found_row_by_row(tmp_path: Path, mo
     assert "read failed" not in bad[1][2]
     nan = [(loc.dataset, loc.index) for loc in finding(report, "V001").locations]
     assert nan == [("/ext", 100), ("/vds", 100), ("/vds", 3103)]
+
+
+WRITER = """
+import sys, time, h5py, numpy as np
+data = np.ones((2000, 4), np.float32)
+data[777, 3] = np.nan
+with h5py.File(sys.argv[1], "w", libver="latest") as f:
+    ds = f.create_dataset("x", shape=(0, 4), maxshape=(None, 4), chunks=(500, 4), dtype="f4")
+    f.swmr_mode = True
+    ds.resize((2000, 4))
+    ds[:] = data
+    ds.flush()
+    print("ready", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_file_a_writer_holds_open_in_swmr_mode_is_read_as_swmr_readers_read_it(tmp_path: Path) -> None:
+    path = tmp_path / "live.h5"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        with pytest.raises(OSError, match="already open for write"):
+            h5py.File(path, "r", locking=False)
+        report = run_scan(path)
+        assert [loc.index for loc in finding(report, "V001").locations] == [777]
+        assert report.summary.items_scanned == 2000
+    finally:
+        writer.kill()
+        writer.communicate()

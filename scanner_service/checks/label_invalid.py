@@ -40,7 +40,8 @@ def _describe(value: Any, num_classes: int | None) -> str:
     if np.isinf(v):
         return f"label is {'+' if v > 0 else '-'}Inf"
     if v < 0:
-        return f"negative label {value}"
+        integral = v.is_integer() and abs(v) < 2**53 and not isinstance(value, np.integer | int)
+        return f"negative label {int(v) if integral else value}"  # -1 in a float column reads -1, not -1.0
     if num_classes is not None and v >= num_classes and v == int(v):
         whole = int(value) if isinstance(value, np.integer | int) else int(v)  # uint64 is exact only as an int
         return f"label {whole} ≥ num_classes {num_classes}"

@@ -144,8 +144,16 @@ def _describe_judge(judge_key: str, fmt: str) -> str:
         inflater = f"ISA-L {isal.ISAL_VERSION} via isal {isal.__version__}"
         return f"dscan PNG structure check (chunk CRCs; IDAT inflated with {inflater})"
     library = {"jpeg": "jpg", "tiff": "libtiff", "webp": "webp", "jpeg2000": "jpg_2000", "avif": "avif"}.get(fmt)
+    if library == "jpg" and features.check("libjpeg_turbo"):
+        library = "libjpeg_turbo"  # 'jpg' is the version of libjpeg's API (6.2), not of the library
     version = features.version(library) if library else None
-    names = {"jpg": "libjpeg-turbo", "jpg_2000": "openjpeg", "webp": "libwebp", "avif": "libavif"}
+    names = {
+        "jpg": "libjpeg",
+        "libjpeg_turbo": "libjpeg-turbo",
+        "jpg_2000": "openjpeg",
+        "webp": "libwebp",
+        "avif": "libavif",
+    }
     suffix = f" ({names.get(library or '', library)} {version})" if library and version else ""
     return f"Pillow {PIL.__version__}{suffix}"
 

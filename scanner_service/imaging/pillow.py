@@ -26,7 +26,7 @@ UNUSUAL_MODES = {
     "LA": "LA: grayscale with alpha (2 channels)",
     "La": "LA: grayscale with alpha (2 channels)",
     "PA": "PA: palette with alpha",
-    "I": "I: 32-bit integer pixels (uint8 pipelines clip them)",
+    "I": "I: integer pixels wider than 8 bits (16-bit PGM or TIFF, 32-bit integers; uint8 pipelines clip them)",
     "I;16": "16-bit grayscale (uint8 pipelines clip or rescale it)",
     "I;16B": "16-bit grayscale (uint8 pipelines clip or rescale it)",
     "I;16L": "16-bit grayscale (uint8 pipelines clip or rescale it)",

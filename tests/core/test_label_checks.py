@@ -64,7 +64,7 @@ def test_invalid_labels_each_reason(tmp_path: Path, rng: np.random.Generator) ->
     found = finding(run_scan(path, num_classes=5), "L002")
     assert [(loc.index, loc.detail) for loc in found.locations] == [
         (3, "label is NaN"),
-        (10, "negative label -1.0"),
+        (10, "negative label -1"),  # a whole number, as the other whole labels are shown
         (20, "non-integer label 2.5"),
         (30, "label 7 ≥ num_classes 5"),
     ]

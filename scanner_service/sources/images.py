@@ -290,16 +290,17 @@ def walk_files(
     is scanned only when ``probe`` says it starts like an image; files without an extension always are."""
     by_folder: dict[str, list[tuple[str, int]]] = {}
     prefix = len(root.rstrip(os.sep)) + 1
-    stack = [folder]
-    seen: set[tuple[int, int]] = set()  # folder links are followed (as torchvision does), cycles are not
+    # folder links are followed, as torchvision's os.walk(followlinks=True) does: a folder reached twice is
+    # read twice (as the loader reads it), but a link back to a folder above it (a cycle) is not followed
+    stack: list[tuple[str, frozenset[tuple[int, int]]]] = [(folder, frozenset())]
     while stack:
-        current = stack.pop()
+        current, above = stack.pop()
         try:
             st = os.stat(current)
-            if (st.st_dev, st.st_ino) in seen:
+            here = (st.st_dev, st.st_ino)
+            if here in above:
                 skipped["folder link cycle"] += 1
                 continue
-            seen.add((st.st_dev, st.st_ino))
             with os.scandir(current) as it:
                 entries = list(it)
         except OSError:
@@ -314,7 +315,7 @@ def walk_files(
                 if entry.name.startswith("."):
                     skipped["hidden folder"] += 1
                 else:
-                    stack.append(entry.path)
+                    stack.append((entry.path, above | {here}))
                 continue
             reason = skip_reason(entry.name)
             if reason is not None:

@@ -265,6 +265,15 @@ def test_folder_links_are_followed_but_cycles_are_not(tmp_path: Path, write: Wri
     report = scan_dir(tmp_path / "data")
     assert report.summary.items_scanned == 2
     assert "1 folder link cycle" in report.info["images.skipped"]
+    # a link to a folder beside it is no cycle: torchvision reads that folder twice, and so does the scan
+    write("data/dog/d.jpg", jpeg(rng))
+    (tmp_path / "data/alias").symlink_to(tmp_path / "data/dog")
+    report = scan_dir(tmp_path / "data")
+    assert report.summary.items_scanned == 4
+    (copies,) = [f for f in report.findings if f.code == "I013"]
+    assert [(loc.path, loc.detail) for loc in copies.locations] == [
+        ("alias/d.jpg", "2 identical copies: also dog/d.jpg; label conflict: labels 0 (alias), 2 (dog)")
+    ]
 
 
 def test_list_of_extensionless_paths_with_labels(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:

@@ -326,12 +326,14 @@ def _trailing(data: Any, head: JpegHeader, verdict: Verdict) -> None:
         if verdict.error is None and not verdict.damage:
             verdict.damage.append("no end-of-image marker (truncated after the image data?)")
         return
+    if head.mpf:  # a multi-picture (MPO) file: the other pictures follow the first one by design
+        end = _other_pictures(data, end, verdict)
+        if end < 0:
+            return
     extra = len(data) - end
     if extra <= 0:
         return
     rest = data[end : end + 64]
-    if head.mpf and bytes(rest[:2]) == b"\xff\xd8":
-        return  # a multi-picture (MPO) file: the other pictures follow the first one by design
     verdict.trailing = extra
     kind = sniff(rest)
     if kind is not None:
@@ -340,3 +342,29 @@ def _trailing(data: Any, head: JpegHeader, verdict: Verdict) -> None:
         verdict.trailing_what = "zero bytes (padding)"
     else:
         verdict.trailing_what = "unknown data"
+
+
+def _other_pictures(data: Any, end: int, verdict: Verdict) -> int:
+    """Check the pictures of an MPO file after its first one, as every frame of a multi-frame file is
+    checked; the offset after the last one (-1 when one is cut short or broken)."""
+    picture = 1
+    while bytes(data[end : end + 3]) == b"\xff\xd8\xff":
+        picture += 1
+        part = bytes(data[end:])
+        head = parse_header(part)
+        after = end_of_image(part, head.scan) if head.scan else -1
+        if after < 0:
+            verdict.error = verdict.error or f"picture {picture} of the MPO file is truncated (no end-of-image marker)"
+            return -1
+        try:
+            _strict_decode(part[:after], head)
+        except ValueError as exc:
+            reason = exc.args[0]
+            try:
+                _decode(exc.args[1], strict=False)
+            except ValueError as fatal:
+                verdict.error = verdict.error or f"picture {picture} of the MPO file: {fatal}"
+                return -1
+            verdict.damage.append(f"picture {picture} of the MPO file: {reason}")
+        end += after
+    return end

@@ -396,3 +396,21 @@ def test_png_with_a_damaged_signature_is_a_corrupt_png() -> None:
         assert v.format == "png" and v.error is not None, name
         assert v.error.startswith("damaged PNG signature") and reason in v.error, (name, v.error)
     assert inspect_image(b"<html>PNG IHDR</html>" + good, "x.png").format is None  # not a PNG at all
+
+
+def test_every_picture_of_an_mpo_file_is_checked(rng: np.random.Generator) -> None:
+    """MPO (camera multi-picture JPEG): the pictures after the first are frames like a GIF's."""
+    first = Image.fromarray(natural(rng, 240, 320))
+    second = Image.fromarray(natural(rng, 240, 320))
+    mpo = encode(first, "MPO", save_all=True, append_images=[second], quality=90)
+    whole = inspect_image(mpo, "m.jpg")
+    assert whole.error is None and whole.damage == [] and whole.trailing == 0
+    start = mpo.rindex(b"\xff\xd8\xff")  # where the second picture starts
+    cut = inspect_image(mpo[:-3000], "m.jpg")
+    assert cut.error == "picture 2 of the MPO file is truncated (no end-of-image marker)"
+    damaged = inspect_image(mpo[:start] + zero_block(mpo[start:]), "m.jpg")
+    assert damaged.error is None and any(
+        d.startswith("picture 2 of the MPO file: Corrupt JPEG data") for d in damaged.damage
+    )
+    junk = inspect_image(mpo + b"junk after the last picture", "m.jpg")
+    assert junk.trailing == 27 and junk.trailing_what == "unknown data"

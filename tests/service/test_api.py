@@ -181,6 +181,9 @@ def test_options_beyond_any_dataset_and_tiny_shards_are_refused(service: Service
             ({"shard_bytes": 1}, "shard_bytes"),
             ({"block_bytes": 16}, "block_bytes"),
             ({"block_bytes": 10**12}, "block_bytes"),
+            ({"num_classes": True}, "num_classes"),  # JSON true is no class count
+            ({"force": "yes"}, "force"),
+            ({"batch_size": "64"}, "batch_size"),
             ({"confine": ["/"]}, "confine"),
         ):
             r = client.post("/api/v1/scans", json={"path": path, **options})

@@ -406,7 +406,6 @@ class _Batch:
         at = len(self.positions) * self.row_bytes
         self.buf[at : at + self.row_bytes] = data
         self.positions.append(pos)
-        self.reader.nbytes += self.row_bytes
 
     def block(self) -> NumericBlock | None:
         n = len(self.positions)
@@ -419,7 +418,7 @@ class _Batch:
             data=data.reshape(n, *self.shape),
             offset=(0,) * (len(self.shape) + 1),
             locate=self.reader.locator(positions),
-            nbytes=n * self.row_bytes,
+            nbytes=0,  # the values' bytes are counted as they are read (RecordTally)
         )
 
 
@@ -650,12 +649,11 @@ class _DatumReader(_Reader):
     def _slow(self, pos: int, key: Any, value: Any) -> Iterator[Any]:
         datum = self.datum
         self.segment_slow.append(pos)
-        self.nbytes += len(value)
         try:
             d = datum.parse(value)
         except datum.DatumError as exc:
             self.labels.append(NO_LABEL)
-            yield self.bad_value(pos, key, value, str(exc))
+            yield self.bad_value(pos, key, value, str(exc))  # its bytes count with the finding
             yield from self._maybe_flush(pos, key)
             return
         label = d.label if d.label is not None else 0  # Caffe reads a Datum without a label as label 0
@@ -665,6 +663,7 @@ class _DatumReader(_Reader):
             yield EncodedImage(data=d.data, location=self.location(pos, key), label=label, nbytes=len(value))
             yield from self._maybe_flush(pos, key)
             return
+        self.nbytes += len(value)
         shape = "x".join(map(str, d.shape))
         self.count_shape(shape, pos, key)
         if d.data and len(d.data) != d.expected:
@@ -788,7 +787,7 @@ class _DatumReader(_Reader):
                 labels=values[a:b],
                 global_start=start + a,
                 locate=self.locator(range(start + a, start + b)),
-                nbytes=(b - a) * 4,
+                nbytes=0,  # part of the records' values, counted as they are read
             )
 
 
@@ -852,7 +851,7 @@ class _FloatRows:
                 data=data.reshape(n, *layout.shape),
                 offset=(0, 0, 0, 0),
                 locate=self.reader.locator(positions),
-                nbytes=data.nbytes,
+                nbytes=0,  # the values' bytes are counted as they are read (RecordTally)
             )
             return
         tags = self.grid[:n, ::5] == self.reader.datum.TAG_FLOAT  # every item's tag byte: one strided pass
@@ -870,7 +869,7 @@ class _FloatRows:
             data=data.reshape(len(positions), *layout.shape),
             offset=(0, 0, 0, 0),
             locate=self.reader.locator(positions),
-            nbytes=data.nbytes,
+            nbytes=0,  # the values' bytes are counted as they are read (RecordTally)
         )
 
     def _recheck(self, items: np.ndarray[Any, Any], positions: list[int], rows: np.ndarray[Any, Any]) -> Iterator[Any]:
@@ -934,6 +933,7 @@ class _NumericReader(_Reader):
         since = self.start
         for pos, value in it:
             if len(value) == size:
+                self.nbytes += size
                 batch.add(pos, value)
                 if batch.full:
                     self.mark(pos)
@@ -957,7 +957,6 @@ class _NumericReader(_Reader):
 
         since = self.start
         for pos, value in it:
-            self.nbytes += len(value)
             key = self.key(pos)
             try:
                 header = npy.read_header(value)
@@ -967,6 +966,7 @@ class _NumericReader(_Reader):
             except npy.NpyError as exc:
                 yield self.bad_value(pos, key, value, f"not an .npy value: {exc}")
                 continue
+            self.nbytes += len(value)  # (a value reported above counts with its finding)
             have = len(value) - header.offset
             self.count_shape(header.shape_text, pos, key)
             if have != header.nbytes:

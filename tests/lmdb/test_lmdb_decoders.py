@@ -200,3 +200,32 @@ def test_decoder_flag_overrides_detection(datum_env: Callable[..., Path]) -> Non
     report = run_scan(datum_env(n=20), decoder="npy")
     assert finding(report, "R001").count == 20
     assert report.info["lmdb.decoder"] == "npy (--decoder)"
+
+
+def _value_kinds() -> dict[str, tuple[list[bytes], dict[str, object]]]:
+    rng = np.random.default_rng(3)
+    floats = [datum(shape=(2, 2, 2), floats=rng.normal(size=8), label=i % 3) for i in range(300)]
+    floats[7] = datum(shape=(2, 2, 2), floats=rng.normal(size=5), label=1)  # a wrong float count
+    raw = [datum(seed=i, label=i % 3) for i in range(300)]
+    raw[9] = b"\x08\x03\x10\x08"  # cut short
+    return {
+        "float_data": (floats, {}),
+        "raw datum": (raw, {}),
+        "encoded": ([datum(shape=(3, 40, 48), data=jpeg(i), encoded=True, label=i % 2) for i in range(40)], {}),
+        "npy": ([npy(rng.normal(size=(3, 4)).astype("f4")) for _ in range(200)], {}),
+        "raw decoder": (
+            [rng.normal(size=16).astype("f4").tobytes() for _ in range(200)],
+            {"decoder": "raw:float32:4x4"},
+        ),
+        "images": ([jpeg(i) for i in range(30)], {}),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_value_kinds()))
+def test_bytes_scanned_are_the_values_bytes_each_counted_once(make_env: EnvMaker, kind: str) -> None:
+    """Progress and ``bytes_scanned`` count what was read from the file: each value's bytes, once (decoded
+    floats and labels are not bytes of the file)."""
+    values, options = _value_kinds()[kind]
+    report = run_scan(make_env([(key(i), v) for i, v in enumerate(values)]), shard_bytes=1 << 14, **options)
+    assert report.summary.bytes_scanned == sum(len(v) for v in values)
+    assert report.summary.items_scanned == len(values)

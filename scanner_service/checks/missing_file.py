@@ -10,8 +10,8 @@ CHECK = Check(
     name="missing-file",
     severity=Severity.ERROR,
     summary=(
-        "Finds entries of a list file whose file does not exist, and source files of an HDF5 virtual dataset that "
-        "do not exist."
+        "Finds entries of a list file whose file does not exist, and source files (or source datasets) of an "
+        "HDF5 virtual dataset that do not exist."
     ),
     why=(
         "The loader raises FileNotFoundError when it reaches the entry (Caffe aborts with a failed CHECK), mid-epoch. "

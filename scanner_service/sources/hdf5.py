@@ -405,7 +405,10 @@ class Hdf5Source(Source):
                 return
             if obj.id.get_create_plist().get_external_count():
                 row_bytes = int(math.prod(shape[1:])) * dtype.itemsize
-                self._external_storage(obj, path, row_bytes, Location(path=rel, line=line, dataset=shown), partial)
+                if not self._external_storage(
+                    obj, path, row_bytes, Location(path=rel, line=line, dataset=shown), partial
+                ):
+                    return
             if numeric_fields:  # a table (pandas' format="table", PyTables): every numeric column
                 for f in numeric_fields:
                     sub = dtype[f]
@@ -496,9 +499,11 @@ class Hdf5Source(Source):
 
     def _external_storage(
         self, obj: h5py.Dataset, path: Path, row_bytes: int, where: Location, partial: Partial
-    ) -> None:
-        """External raw data files shorter than the part of the dataset they hold: HDF5 reads the missing bytes
-        as zeros, without a word (S002 for those rows). A missing file fails the read, which reports it."""
+    ) -> bool:
+        """Check the external raw data files of a dataset; False when it must not be read. One shorter than the
+        part of the dataset it holds: HDF5 reads the missing bytes as zeros, without a word (S002 for those
+        rows). A missing file fails the read, which reports it. One outside the data roots of a confined scan
+        is S001, and the dataset is not read at all (HDF5 would read whatever file it names)."""
         plist = obj.id.get_create_plist()
         rows = int(obj.shape[0]) if obj.shape else 1
         at = 0
@@ -507,6 +512,11 @@ class Hdf5Source(Source):
             if size >= h5py.h5f.UNLIMITED:  # the last file holds the rest of the dataset
                 size = max(0, rows * row_bytes - at)
             found = external_file(path, object_name(name))
+            refused = self.outside(found) if found is not None else None
+            if refused is not None:
+                detail = f"external raw data file {printable(object_name(name))}: {refused}"
+                partial.add("S001", where.model_copy(update={"detail": detail}))
+                return False
             if found is not None:
                 held = max(0, min(size, found.stat().st_size - offset))
                 if held < size and row_bytes:
@@ -518,6 +528,7 @@ class Hdf5Source(Source):
                         )
                         partial.add("S002", where.model_copy(update={"index": first, "detail": detail}))
             at += size
+        return True
 
     def _check_lengths(self, datasets: list[_Dataset], rel: str, line: int | None, partial: Partial) -> None:
         """Labels against the data beside them: the datasets of their group within a factor of 2 of their

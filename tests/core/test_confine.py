@@ -119,6 +119,23 @@ def test_a_virtual_dataset_mapping_a_file_outside_is_reported_not_read(places: t
     assert "secret" not in str(confined.statistics)
 
 
+def test_external_raw_storage_outside_is_reported_not_read(places: tuple[Path, Path]) -> None:
+    """A dataset whose raw data lives in a file outside the roots (HDF5 reads whatever file it names)."""
+    root, outside = places
+    values = np.zeros((10, 2), np.float32)
+    values[3, 0] = np.nan
+    (outside / "raw.bin").write_bytes(values.tobytes())
+    path = root / "ext.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("x", shape=(10, 2), dtype="f4", external=[(str(outside / "raw.bin"), 0, 80)])
+    assert [loc.index for loc in finding(run_scan(path), "V001").locations] == [3]  # HDF5 reads it: so does dscan
+    confined = run_scan(path, confine=(str(root),))
+    assert "V001" not in codes(confined) and not confined.statistics
+    (loc,) = finding(confined, "S001").locations
+    assert (loc.path, loc.dataset) == ("ext.h5", "/x")
+    assert loc.detail.startswith(f"external raw data file {outside / 'raw.bin'}: it resolves outside")
+
+
 def test_an_external_link_is_named_not_followed(places: tuple[Path, Path]) -> None:
     root, _ = places
     path = root / "linked.h5"

@@ -189,7 +189,7 @@ class _Reader:
     def mark(self, pos: int) -> None:
         """Remember the key of the record the loop is at (cheap lookups near it later)."""
         if self.keys is not None:
-            self.mark(pos)
+            self.keys.mark(pos, self.key(pos))
 
     def locator(self, positions: list[int] | range) -> Any:
         def at(i: int) -> Location:

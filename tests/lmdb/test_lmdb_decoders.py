@@ -229,3 +229,24 @@ def test_bytes_scanned_are_the_values_bytes_each_counted_once(make_env: EnvMaker
     report = run_scan(make_env([(key(i), v) for i, v in enumerate(values)]), shard_bytes=1 << 14, **options)
     assert report.summary.bytes_scanned == sum(len(v) for v in values)
     assert report.summary.items_scanned == len(values)
+
+
+@pytest.mark.parametrize("block_bytes", [4096, 1 << 16, 4 << 20])
+def test_records_as_large_as_a_block_read_alike_for_any_block_size(make_env: EnvMaker, block_bytes: int) -> None:
+    """Raw and npy records of 12 KB fill a block every record or two at small block sizes: the findings and
+    the bytes read are the same whatever the block size."""
+    rng = np.random.default_rng(5)
+    rows = [rng.normal(size=(3, 32, 32)).astype("f4") for _ in range(40)]
+    rows[5][0, 1, 2] = np.nan
+    rows[33][2, 0, 0] = np.inf
+    raw = run_scan(
+        make_env([(key(i), r.tobytes()) for i, r in enumerate(rows)]),
+        decoder="raw:float32:3x32x32",
+        block_bytes=block_bytes,
+    )
+    as_npy = run_scan(make_env([(key(i), npy(r)) for i, r in enumerate(rows)]), block_bytes=block_bytes)
+    for report in (raw, as_npy):
+        assert keys_of(report, "V001") == [key(5)] and keys_of(report, "V002") == [key(33)]
+        assert "R004" not in codes(report)
+        assert report.summary.items_scanned == 40
+    assert raw.summary.bytes_scanned == 40 * 3 * 32 * 32 * 4

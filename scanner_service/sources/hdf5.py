@@ -209,8 +209,9 @@ def _filters(ds: h5py.Dataset) -> list[int]:
     return [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
 
 
-BISECT_DEPTH = 12
-"""Levels of halving a failed row range of an unchunked dataset: 4,096 pieces at most."""
+BISECT_READS = 8192
+"""Reads spent halving one failed row range of an unchunked dataset: enough to isolate a few damaged runs down
+to the row; a range bad throughout is reported in coarser pieces once they are spent."""
 
 
 def _chunk_label(offset: tuple[int, ...], chunks: tuple[int, ...]) -> str:
@@ -801,9 +802,10 @@ class _SegmentReader:
 
     def _bisect(self, start: int, stop: int, read: Any, emit: Any, exc: BaseException) -> Iterator[Any]:
         """A failed row range of a dataset without chunks (virtual datasets, external or compact storage):
-        halves are read again, down to single rows or ``BISECT_DEPTH`` levels, so the good rows are scanned
+        halves are read again, down to single rows (within ``BISECT_READS`` reads), so the good rows are scanned
         and the bad ones reported (adjacent bad rows with the same reason as one range), with HDF5's reason."""
         pending: list[Any] = []  # the failed range not reported yet: [start, stop, reason exception]
+        budget = [BISECT_READS]
 
         def fail(a: int, b: int, error: BaseException) -> Iterator[Any]:
             if pending and pending[1] == a and str(pending[2]) == str(error):
@@ -817,21 +819,22 @@ class _SegmentReader:
                 yield self._failure(pending[0], pending[1], None, pending[2])
                 pending.clear()
 
-        def halves(a: int, b: int, error: BaseException, depth: int) -> Iterator[Any]:
-            if b - a <= 1 or depth >= BISECT_DEPTH:
+        def halves(a: int, b: int, error: BaseException) -> Iterator[Any]:
+            if b - a <= 1 or budget[0] <= 0:
                 yield from fail(a, b, error)
                 return
             mid = (a + b) // 2
             for lo, hi in ((a, mid), (mid, b)):
+                budget[0] -= 1
                 try:
                     data = read(lo, hi)
                 except (OSError, RuntimeError, ValueError) as again:
-                    yield from halves(lo, hi, again, depth + 1)
+                    yield from halves(lo, hi, again)
                     continue
                 yield from flush()
                 yield emit(data, lo)
 
-        yield from halves(start, stop, exc, 0)
+        yield from halves(start, stop, exc)
         yield from flush()
 
     def _isolate(self, start: int, stop: int, exc: BaseException | None = None) -> Iterator[Any]:

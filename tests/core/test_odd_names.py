@@ -285,3 +285,25 @@ def test_a_file_a_writer_holds_open_in_swmr_mode_is_read_as_swmr_readers_read_it
     finally:
         writer.kill()
         writer.communicate()
+
+
+def test_a_damaged_run_in_a_large_unchunked_block_is_found_to_the_row(tmp_path: Path) -> None:
+    """100,000 rows read as one block: the 50 rows of a damaged source chunk are found exactly, and the NaN
+    and Inf right next to them are scanned."""
+    data = np.full((100_000, 2), 1.5, np.float32)
+    data[61695, 0], data[61760, 1] = np.nan, np.inf
+    write_h5(tmp_path / "src.h5", {"x": (data, {"chunks": (50, 2), "compression": "gzip"})})
+    with h5py.File(tmp_path / "src.h5", "r") as fh:
+        info = fh["x"].id.get_chunk_info_by_coord((61700, 0))
+    raw = bytearray((tmp_path / "src.h5").read_bytes())
+    raw[info.byte_offset : info.byte_offset + info.size] = bytes(info.size)
+    (tmp_path / "src.h5").write_bytes(bytes(raw))
+    with h5py.File(tmp_path / "v.h5", "w") as fh:
+        layout = h5py.VirtualLayout(shape=(100_000, 2), dtype=np.float32)
+        layout[:] = h5py.VirtualSource("src.h5", "x", shape=(100_000, 2))
+        fh.create_virtual_dataset("v", layout, fillvalue=0)
+    report = run_scan(tmp_path / "v.h5")
+    (bad,) = finding(report, "S002").locations
+    assert bad.index == 61700 and bad.detail is not None and bad.detail.startswith("rows 61700-61749 unreadable")
+    assert [loc.index for loc in finding(report, "V001").locations] == [61695]
+    assert [loc.index for loc in finding(report, "V002").locations] == [61760]

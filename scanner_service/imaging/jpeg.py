@@ -64,8 +64,10 @@ class JpegHeader:
     """Offset of the first scan's entropy-coded data (0: no scan found)."""
     orientation: int | None = None
     mpf: bool = False
-    jfif_version: int = -1
-    """Offset of the JFIF version's major byte (-1: no JFIF segment)."""
+    pictures: list[tuple[int, int]] | None = None
+    """An MPO file's pictures after the first, from its MP index: (offset in the file, size)."""
+    jfif_versions: list[int] = field(default_factory=list)
+    """Offsets of the JFIF segments' major version bytes."""
     adobe_transform: int = -1
     """Offset of the Adobe segment's colour transform byte (-1: none)."""
     sos: int = -1
@@ -156,13 +158,14 @@ def parse_header(data: Any) -> JpegHeader:
         elif marker == 0xC4:
             head.tables.append((pos + 2, pos + length))
         elif marker == 0xE0 and bytes(seg[:5]) == b"JFIF\x00" and len(seg) >= 7:
-            head.jfif_version = pos + 2 + 5
+            head.jfif_versions.append(pos + 2 + 5)
         elif marker == 0xEE and bytes(seg[:5]) == b"Adobe" and len(seg) >= 12:
             head.adobe_transform = pos + 2 + 11
         elif marker == 0xE1 and bytes(seg[:6]) == b"Exif\x00\x00":
             head.orientation = exif_orientation(seg[6:])
         elif marker == 0xE2 and bytes(seg[:4]) == b"MPF\x00":
             head.mpf = True
+            head.pictures = _mp_index(bytes(seg[4:]), pos + 2 + 4)
         elif marker == 0xDA:
             if not head.sof:
                 head.problem = head.problem or "scan (SOS) before any frame header (SOF)"
@@ -246,7 +249,7 @@ def inspect_jpeg(data: Any, verdict: Verdict, max_pixels: int, pillow_fallback: 
         verdict.unusual = f"{head.precision}-bit JPEG samples"
     elif head.components == 4:
         verdict.unusual = "CMYK JPEG (4 channels; loaders expecting RGB get wrong colours or 4 channels)"
-    _trailing(data, head, verdict)
+    _trailing(data, head, verdict, max_pixels, pillow_fallback)
 
 
 def _strict_decode(data: Any, head: JpegHeader) -> tuple[np.ndarray[Any, Any], Any]:
@@ -269,18 +272,58 @@ def _assumed(data: Any, head: JpegHeader, reason: str) -> bytes | None:
     """A copy of ``data`` with the header field a harmless warning is about set to what libjpeg assumes in
     its place; None when there is no such field to set (or it is set already)."""
     out = bytearray(data)
-    if reason.startswith("Warning: unknown JFIF revision") and head.jfif_version >= 0:
-        out[head.jfif_version] = 1
+    if reason.startswith("Warning: unknown JFIF revision") and head.jfif_versions:
+        for at in head.jfif_versions:
+            out[at] = 1
     elif reason.startswith("Invalid SOS parameters") and head.sos >= 0 and head.sof in SEQUENTIAL:
-        at = head.sos + 1 + 2 * out[head.sos]
-        if at + 3 > len(out):
-            return None
-        out[at : at + 3] = b"\x00\x3f\x00"  # Ss, Se, Ah/Al of a sequential scan
+        for sos in (head.sos, *_later_scans(data, head.scan)):
+            at = sos + 1 + 2 * out[sos]
+            if at + 3 <= len(out):
+                out[at : at + 3] = b"\x00\x3f\x00"  # Ss, Se, Ah/Al of a sequential scan
     elif reason.startswith("Unknown Adobe color transform") and head.adobe_transform >= 0:
         out[head.adobe_transform] = 2 if head.components == 4 else 1  # libjpeg assumes YCCK or YCbCr
     else:
         return None
     return None if out == data else bytes(out)
+
+
+def _later_scans(data: Any, scan: int) -> list[int]:
+    """Offsets of the scan headers' bodies after the first scan (a sequential JPEG may hold one scan per
+    component), up to the end-of-image marker."""
+    found: list[int] = []
+    pos, n = scan, len(data)
+    while True:
+        m = NEXT_MARKER.search(data, pos)
+        if m is None or m.start() + 4 > n:
+            return found
+        i = m.start()
+        marker = data[i + 1]
+        if marker == 0xD9:
+            return found
+        if marker == 0xDA:
+            found.append(i + 4)
+        pos = i + 2 + (0 if marker in STANDALONE or marker == 0xD8 else _u16(data, i + 2))
+
+
+def _mp_index(tiff: bytes, base: int) -> list[tuple[int, int]] | None:
+    """The pictures after the first of an MPO file's MP index (CIPA DC-007): (offset in the file, size).
+    Offsets in the index count from ``base``, where its TIFF header starts. None when the index is unreadable."""
+    import struct
+
+    if len(tiff) < 8 or tiff[:2] not in (b"II", b"MM"):
+        return None
+    endian = "<" if tiff[:2] == b"II" else ">"
+    try:
+        (ifd,) = struct.unpack_from(endian + "I", tiff, 4)
+        (count,) = struct.unpack_from(endian + "H", tiff, ifd)
+        for k in range(count):
+            tag, _typ, n, value = struct.unpack_from(endian + "HHII", tiff, ifd + 2 + 12 * k)
+            if tag == 0xB002 and n % 16 == 0 and n:  # MPEntry: 16 bytes per picture
+                entries = [struct.unpack_from(endian + "IIIHH", tiff, value + 16 * j) for j in range(n // 16)]
+                return [(base + offset, size) for _attr, size, offset, _a, _b in entries[1:]]
+    except struct.error:
+        return None
+    return None
 
 
 def _strict_failed(
@@ -318,7 +361,7 @@ def _strict_failed(
     verdict.judge = "jpeg"
 
 
-def _trailing(data: Any, head: JpegHeader, verdict: Verdict) -> None:
+def _trailing(data: Any, head: JpegHeader, verdict: Verdict, max_pixels: int, pillow_fallback: Any) -> None:
     if not head.scan:
         return
     end = end_of_image(data, head.scan)
@@ -327,7 +370,10 @@ def _trailing(data: Any, head: JpegHeader, verdict: Verdict) -> None:
             verdict.damage.append("no end-of-image marker (truncated after the image data?)")
         return
     if head.mpf:  # a multi-picture (MPO) file: the other pictures follow the first one by design
-        end = _other_pictures(data, end, verdict)
+        if head.pictures is not None:
+            end = _indexed_pictures(data, head.pictures, end, verdict, max_pixels, pillow_fallback)
+        else:
+            end = _other_pictures(data, end, verdict)
         if end < 0:
             return
     extra = len(data) - end
@@ -344,10 +390,37 @@ def _trailing(data: Any, head: JpegHeader, verdict: Verdict) -> None:
         verdict.trailing_what = "unknown data"
 
 
-def _other_pictures(data: Any, end: int, verdict: Verdict) -> int:
-    """Check the pictures of an MPO file after its first one, as every frame of a multi-frame file is
-    checked; the offset after the last one (-1 when one is cut short or broken)."""
-    picture = 1
+def _indexed_pictures(
+    data: Any, pictures: list[tuple[int, int]], end: int, verdict: Verdict, max_pixels: int, pillow_fallback: Any
+) -> int:
+    """Judge each picture an MPO file's MP index places after the first as a JPEG of its own (every frame of
+    a multi-frame file is checked); the offset after the last one's end-of-image marker (-1 when one is
+    missing or broken). A picture runs to the next one's offset: the sizes in the index are not trusted
+    (Pillow writes wrong ones from the third picture on)."""
+    starts = sorted(start for start, _size in pictures)
+    for number, start in enumerate(starts, 2):
+        if start < end or bytes(data[start : start + 3]) != b"\xff\xd8\xff":
+            # a wrong index (Pillow writes wrong offsets from the fourth picture on): what follows is walked
+            where = "beyond the end of the file" if start >= len(data) else "where no picture starts"
+            verdict.damage.append(f"the MP index places picture {number} at byte {start:,}, {where}")
+            return _other_pictures(data, end, verdict, number - 1)
+        stop = min(starts[number - 1], len(data)) if number - 1 < len(starts) else len(data)
+        picture = Verdict(format="jpeg")
+        inspect_jpeg(data[start:stop], picture, max_pixels, pillow_fallback)
+        if picture.error is not None:
+            verdict.error = verdict.error or f"picture {number} of the MPO file: {picture.error}"
+            return -1
+        verdict.damage.extend(f"picture {number} of the MPO file: {d}" for d in picture.damage)
+        if picture.bomb is not None:
+            verdict.bomb = verdict.bomb or f"picture {number} of the MPO file: {picture.bomb}"
+        end = stop - picture.trailing
+    return end
+
+
+def _other_pictures(data: Any, end: int, verdict: Verdict, picture: int = 1) -> int:
+    """Check the pictures of an MPO file that follow one another from ``end`` on (without a usable MP index),
+    as every frame of a multi-frame file is checked; the offset after the last one (-1 when one is cut short
+    or broken). ``picture``: the number of the picture that ends at ``end``."""
     while bytes(data[end : end + 3]) == b"\xff\xd8\xff":
         picture += 1
         part = bytes(data[end:])

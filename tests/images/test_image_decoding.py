@@ -340,6 +340,29 @@ def test_a_harmless_warning_does_not_hide_damage_further_on(rng: np.random.Gener
     assert truncated.error is not None and "truncated" in truncated.error, truncated.error
 
 
+def test_every_field_behind_a_harmless_warning_is_set(tmp_path: Path, rng: np.random.Generator) -> None:
+    """Two JFIF segments of version 2.01, and a sequential JPEG of three scans whose second scan header has
+    odd parameters: damage after them is still found."""
+    base = jpeg(rng, 240, 320)
+    app0 = b"\xff\xe0\x00\x10JFIF\x00\x02\x01\x00\x00\x01\x00\x01\x00\x00"
+    two = _jfif2(base)[:20] + app0 + _jfif2(base)[20:]
+    assert inspect_image(two, "t.jpg").damage == []
+    assert any("Corrupt JPEG data" in d for d in inspect_image(zero_block(two), "t.jpg").damage)
+    if shutil.which("jpegtran") is None:
+        return
+    (tmp_path / "b.jpg").write_bytes(base)
+    (tmp_path / "scans").write_text("0;\n1;\n2;\n")  # one scan per component, sequential
+    cmd = ["jpegtran", "-scans", str(tmp_path / "scans"), str(tmp_path / "b.jpg")]
+    multi = subprocess.run(cmd, capture_output=True, check=True).stdout
+    assert parse_header(multi).sof == 0xC0 and multi.count(b"\xff\xda") == 3  # sequential, three scans
+    second = [i for i in range(len(multi)) if multi.startswith(b"\xff\xda", i)][1]
+    length = int.from_bytes(multi[second + 2 : second + 4], "big")
+    odd = multi[: second + 2 + length - 1] + b"\x01" + multi[second + 2 + length :]  # Al=1 in scan 2
+    assert inspect_image(odd, "m.jpg").damage == []
+    late = zero_block(odd, at=0.9)  # damage in the third scan
+    assert any("Corrupt JPEG data" in d for d in inspect_image(late, "m.jpg").damage)
+
+
 def test_unreadable_formats_are_errors_not_non_images() -> None:
     heic = b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + bytes(100)
     v = inspect_image(heic, "x.heic")
@@ -407,7 +430,17 @@ def test_every_picture_of_an_mpo_file_is_checked(rng: np.random.Generator) -> No
     assert whole.error is None and whole.damage == [] and whole.trailing == 0
     start = mpo.rindex(b"\xff\xd8\xff")  # where the second picture starts
     cut = inspect_image(mpo[:-3000], "m.jpg")
-    assert cut.error == "picture 2 of the MPO file is truncated (no end-of-image marker)"
+    assert cut.error is not None and cut.error.startswith("picture 2 of the MPO file: truncated")
+    extra = inspect_image(mpo + jpeg(rng), "m.jpg")  # a JPEG after the pictures the MP index declares
+    assert extra.error is None and extra.trailing_what == "another JPEG image (concatenated files?)"
+    third = Image.fromarray(natural(rng, 240, 320))
+    three = encode(first, "MPO", save_all=True, append_images=[second, third], quality=90)
+    starts = [i for i in range(len(three)) if three.startswith(b"\xff\xd8\xff", i)]
+    middle = three[: starts[1] + 3000] + three[starts[2] :]  # picture 2 loses its end, picture 3 is intact
+    assert inspect_image(middle, "m.jpg").error is not None
+    with Image.open(io.BytesIO(middle)) as im, pytest.raises(OSError):
+        im.seek(1)
+        im.load()
     damaged = inspect_image(mpo[:start] + zero_block(mpo[start:]), "m.jpg")
     assert damaged.error is None and any(
         d.startswith("picture 2 of the MPO file: Corrupt JPEG data") for d in damaged.damage

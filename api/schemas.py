@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import typing
 from typing import Any
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 
 from scanner_service.config import MAX_BLOCK_BYTES, ScanConfig
 from scanner_service.report import Summary
 from workers.store import JobRecord, JobStatus, iso
 
 REQUEST_ONLY = frozenset({"path", "force", "callback_url"})
-
-JSON_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
-
-
-def _scalar_kinds(annotation: Any) -> tuple[type, ...]:
-    """The Python types a JSON value of a scalar field may have (() for other fields)."""
-    args = (
-        [a for a in typing.get_args(annotation) if a is not type(None)] if typing.get_args(annotation) else [annotation]
-    )
-    if len(args) != 1 or args[0] not in JSON_NAMES:
-        return ()
-    kind = args[0]
-    return (int, float) if kind is float else (kind,)
 
 
 class ScanRequest(ScanConfig):
@@ -48,23 +34,6 @@ class ScanRequest(ScanConfig):
     block_bytes: int = Field(
         4 << 20, ge=4 << 10, le=MAX_BLOCK_BYTES, description="bytes per block read into memory (4 KiB to 1 GiB)"
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _json_types(cls, data: Any) -> Any:
-        """Values of the wrong JSON type are refused, not converted: ``true`` is no class count, ``"yes"`` no
-        boolean, ``"10"`` no number (pydantic's lax mode would take all three)."""
-        if not isinstance(data, dict):
-            return data
-        for name, value in data.items():
-            field = cls.model_fields.get(name)
-            if field is None or value is None:
-                continue
-            kinds = _scalar_kinds(field.annotation)
-            if kinds and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
-                want = " or ".join(JSON_NAMES[k] for k in kinds)
-                raise ValueError(f"{name} must be {want}, not {type(value).__name__} {value!r}")
-        return data
 
     @field_validator("confine")
     @classmethod

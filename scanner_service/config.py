@@ -6,11 +6,12 @@ Nothing is read at import time: call :func:`load_config`.
 
 from __future__ import annotations
 
+import typing
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .errors import ConfigError
 
@@ -26,10 +27,36 @@ MAX_BLOCK_BYTES = 1 << 30
 """Upper bound of ``block_bytes``: readers allocate a block's buffer up front."""
 
 
+TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+
+
+def _scalar_kinds(annotation: Any) -> tuple[type, ...]:
+    """The Python types a value of a scalar field may have (() for other fields)."""
+    args = (
+        [a for a in typing.get_args(annotation) if a is not type(None)] if typing.get_args(annotation) else [annotation]
+    )
+    if len(args) != 1 or args[0] not in TYPE_NAMES:
+        return ()
+    kind = args[0]
+    return (int, float) if kind is float else (kind,)
+
+
 class ScanConfig(BaseModel):
     """Everything a scan can be told. Every field can be set in the config file or by a flag."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_types(cls, value: Any, info: ValidationInfo) -> Any:
+        """Values of the wrong type (from a config file, a JSON request) are refused, not converted: ``true``
+        is no class count, ``"yes"`` no boolean, ``"10"`` no number (pydantic's lax mode would take all three)."""
+        field = cls.model_fields.get(info.field_name or "")
+        kinds = _scalar_kinds(field.annotation) if field is not None and value is not None else ()
+        if kinds and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
+            want = " or ".join(TYPE_NAMES[k] for k in kinds)
+            raise ValueError(f"must be {want}, not {type(value).__name__} {value!r}")
+        return value
 
     num_classes: int | None = Field(
         None, ge=1, le=MAX_CLASSES, description="expected number of classes K (labels 0..K-1), at most 1,000,000"

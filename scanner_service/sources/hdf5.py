@@ -92,7 +92,10 @@ def open_h5(path: Path) -> h5py.File:
     except OSError as exc:
         if "already open for write" not in str(exc):
             raise
-        return h5py.File(path, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES, swmr=True)
+        try:
+            return h5py.File(path, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES, swmr=True)
+        except OSError:
+            raise exc from None  # a writer that is not in SWMR mode: the first reason is the one to read
 
 
 def is_label_name(name: str, labels_option: str | None) -> bool:

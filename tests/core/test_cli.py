@@ -205,6 +205,9 @@ def test_config_errors_name_their_file(tmp_path: Path, clean: Path) -> None:
     (folder / "dscan.toml").write_text("block-bytes = 1000000000000\n")  # readers allocate a block up front
     code, out = invoke("scan", str(clean), "--config", str(folder / "dscan.toml"))
     assert code == 2 and "block-bytes" in out, out
+    (folder / "dscan.toml").write_text("batch-size = true\n")  # a wrong type is refused, not converted to 1
+    code, out = invoke("scan", str(clean), "--config", str(folder / "dscan.toml"))
+    assert code == 2 and "batch-size in" in out and "must be an integer, not bool True" in out, out
     (folder / "dscan.toml").unlink()
     (folder / "pyproject.toml").write_text('[project]\nname = "x\n[tool.dscan]\nfail-on = "never"\n')
     proc = subprocess.run(

@@ -6,9 +6,29 @@ from .. import checks
 from ..report import Report
 from .text import human_bytes
 
+SPECIAL = frozenset("\\`*_<>[]#|~!&")
+"""Characters that would start markup in running text (CommonMark lets a backslash escape any of them)."""
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+
+def _text(text: str) -> str:
+    """Data (a file name, a detail) as plain text: every character that could start markup escaped ('|' too,
+    so the same text reads the same in a table cell and out of one)."""
+    out = "".join(f"\\{c}" if c in SPECIAL else c for c in text)
+    return out.replace("\r", " ").replace("\n", " ")
+
+
+def _code(text: str, table: bool = False) -> str:
+    """Data as an inline code span: fenced with more backticks than it holds in a row, padded when it starts
+    or ends with one. In a table a '|' still ends the cell unless escaped (GFM), so there it is escaped."""
+    text = text.replace("\r", " ").replace("\n", " ")
+    run = longest = 0
+    for c in text:
+        run = run + 1 if c == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    body = text.replace("|", "\\|") if table else text
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def render(report: Report) -> str:
@@ -17,7 +37,7 @@ def render(report: Report) -> str:
     lines = [
         f"# dscan report: {verdict}",
         "",
-        f"`{report.source.path}` ({report.source.kind}): {s.items_scanned:,} items, "
+        f"{_code(report.source.path)} ({report.source.kind}): {s.items_scanned:,} items, "
         f"{human_bytes(s.bytes_scanned)} in {s.duration_s:.1f} s. "
         f"**{s.errors} errors, {s.warnings} warnings** (fail on {s.fail_on.value}).",
         "",
@@ -25,25 +45,26 @@ def render(report: Report) -> str:
     if report.findings:
         lines += ["| severity | code | check | count | message |", "|---|---|---|---|---|"]
         for f in report.findings:
-            lines.append(f"| {f.severity.value} | {f.code} | {f.name} | {f.count} | {_cell(f.message)} |")
+            lines.append(f"| {f.severity.value} | {f.code} | {f.name} | {f.count} | {_text(f.message)} |")
         lines.append("")
     for f in report.findings:
         check = checks.BY_CODE[f.code]
-        lines += [f"## {f.code} {f.name} ({f.severity.value}): {f.message}", "", f"*Why:* {check.why}", ""]
+        lines += [f"## {f.code} {f.name} ({f.severity.value}): {_text(f.message)}", "", f"*Why:* {check.why}", ""]
         lines += [f"*Fix:* {check.fix}", ""]
         for loc in f.locations:
-            lines.append(f"- `{_cell(loc.short())}`" + (f": {_cell(loc.detail)}" if loc.detail else ""))
+            lines.append(f"- {_code(loc.short())}" + (f": {_text(loc.detail)}" if loc.detail else ""))
         if f.truncated:
             lines.append(f"- … and {f.count - len(f.locations)} more")
         lines.append("")
     for lab in report.labels:
-        lines += [f"## Labels `{lab.dataset or lab.path}` ({lab.kind})", ""]
+        lines += [f"## Labels {_code(lab.dataset or lab.path)} ({lab.kind})", ""]
         if lab.kind == "classes" and lab.histogram:
             head = "| class | count | fraction |" + (" P(absent) |" if lab.batch_size else "")
             lines += [head, "|---|---|---|" + ("---|" if lab.batch_size else "")]
             for row in lab.histogram:
-                name = f"{row.label}" + (f" ({row.name})" if row.name else "") + (" **missing**" if row.missing else "")
-                cell = f"| {_cell(name)} | {row.count} | {row.fraction:.4f} |"
+                name = f"{row.label}" + (f" ({_text(row.name)})" if row.name else "")
+                name += " **missing**" if row.missing else ""
+                cell = f"| {name} | {row.count} | {row.fraction:.4f} |"
                 if lab.batch_size:
                     cell += f" {row.p_absent:.2%} |" if row.p_absent is not None else " |"
                 lines.append(cell)
@@ -53,7 +74,8 @@ def render(report: Report) -> str:
         lines.append("|---|---|---|---|---|---|---|---|---|---|")
         for st in report.statistics:
             lines.append(
-                f"| {_cell(st.path)} | {_cell(st.dataset)} | {st.dtype} | {st.count} | {st.nan} | {st.inf} | "
+                f"| {_code(st.path, table=True)} | {_code(st.dataset, table=True)} | {st.dtype} | {st.count} | "
+                f"{st.nan} | {st.inf} | "
                 f"{st.min} | {st.max} | {st.mean} | {st.std} |"
             )
         lines.append("")

@@ -73,3 +73,28 @@ def test_checks_and_explain_list_the_image_checks() -> None:
         assert code in out
     status, out = invoke("explain", "corrupt-image-data")
     assert status == 0 and out.startswith("# I004 corrupt-image-data (warning)")
+
+
+def test_markdown_keeps_odd_file_names_as_text(tmp_path: Path, rng: np.random.Generator) -> None:
+    """File and class names with markup characters render as the names, never as markup or HTML."""
+    from imagetools import scan_dir
+    from markdown_it import MarkdownIt
+
+    from scanner_service.render import render
+
+    names = ["<b>bold.jpg", "back`tick`.jpg", "*star* _u_ [l](x).jpg", "pipe|name.jpg"]
+    for name in names:
+        (tmp_path / "a|b").mkdir(exist_ok=True)
+        (tmp_path / "a|b" / name).write_bytes(b"")
+    (tmp_path / "<i>c").mkdir()
+    (tmp_path / "<i>c" / "ok.jpg").write_bytes(jpeg(rng))
+    report = scan_dir(tmp_path)
+    html = MarkdownIt("commonmark").enable("table").render(render(report, "markdown"))
+    assert "<b>bold" not in html and "<i>c" not in html  # no HTML from a name
+    assert "<em>star</em>" not in html and "<em>u</em>" not in html and 'href="x"' not in html  # no markup
+    for name in names:
+        shown = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert f"<code>a|b/{shown}</code>" in html, name
+    assert "(&lt;i&gt;c)" in html  # the class name in the label table
+    rows = [line for line in html.splitlines() if line.startswith("<tr>")]
+    assert all(line.count("<td>") in (0, 3, 5) for line in rows)  # no cell split by a '|' in a name

@@ -85,6 +85,17 @@ def scan_options(func: Any) -> Any:
         click.option("--decoder", help="LMDB value decoder: datum, image, npy, raw:DTYPE:SHAPE"),
         click.option("--root", help="folder that list-file paths are relative to"),
         click.option("--min-size", type=int, help="tiny-image: smallest short side in pixels [default: 32]"),
+        click.option("--max-pixels", type=int, help="decompression-bomb: largest declared pixel count"),
+        click.option(
+            "--batch-absence-threshold",
+            type=float,
+            help="label-batch-absence: largest acceptable P(a class is absent from a batch) [default: 0.01]",
+        ),
+        click.option(
+            "--sorted-run-batches",
+            type=float,
+            help="label-sorted-storage: longest acceptable run of one label, in batches [default: 4]",
+        ),
         click.option(
             "--config",
             "config_file",
@@ -108,6 +119,9 @@ CONFIG_FLAGS = (
     "decoder",
     "root",
     "min_size",
+    "max_pixels",
+    "batch_absence_threshold",
+    "sorted_run_batches",
 )
 
 
@@ -128,7 +142,7 @@ def emit(report: Report, fmt: str, output: Path | None) -> None:
             raise Failure(OutputError(f"cannot write the report to {output}: {exc.strerror or exc}")) from exc
     if output is None and fmt != "text":
         _echo(render(report, fmt))
-    elif output is None or fmt != "text":  # the terminal gets the text report (rich is imported only then)
+    else:  # the terminal gets the text report, also when a report went to a file (rich is imported only then)
         from .render import text as text_render
 
         _echo(text_render.render(report, color=sys.stdout.isatty()))
@@ -168,6 +182,7 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
         return
     if not path.strip():  # `dscan scan "$DATA"` with DATA unset must not scan the current folder and pass
         raise click.BadParameter("the path is empty (an unset variable?)", param_hint="PATH")
+    output = None if output == Path("-") else output  # `-o -`: standard output, as usual for command-line tools
     check_output(output)
     try:
         config = load_config(flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, Path.cwd())

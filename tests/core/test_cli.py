@@ -317,3 +317,22 @@ def test_what_decoder_libraries_print_stays_out_of_a_json_report(tmp_path: Path)
         report = json.loads(done.stdout)
         bad = next(f for f in report["findings"] if f["code"] == "S002")
         assert bad["locations"][0]["index"] == 5000
+
+
+def test_every_documented_threshold_is_a_flag_and_dash_is_standard_output(tmp_path: Path, dirty: Path) -> None:
+    labels = np.repeat(np.arange(2), 100)  # runs of 100 samples of one label
+    data = np.random.default_rng(0).normal(size=(200, 2)).astype(np.float32)
+    path = write_h5(tmp_path / "runs.h5", {"x": data, "label": labels})
+    code, out = invoke("scan", str(path), "--batch-size", "16", "--format", "json", "-j", "0")
+    assert "L005" in out  # 100 > 4 batches of 16
+    code, out = invoke("scan", str(path), "--batch-size", "16", "--sorted-run-batches", "4.0", "-o", "-", "-j", "0")
+    assert "L005" in out
+    code, out = invoke(
+        "scan", str(path), "--batch-size", "16", "--sorted-run-batches", "8", "--format", "json", "-o", "-", "-j", "0"
+    )
+    assert code == 0 and json.loads(out)["findings"] == []  # 100 < 8 batches of 16: no run too long
+    assert not (Path.cwd() / "-").exists()
+    code, out = invoke("scan", str(path), "--batch-size", "2", "--batch-absence-threshold", "0.9", "-j", "0")
+    assert "L004" not in out
+    code, out = invoke("scan", str(dirty), "--format", "text", "--output", str(tmp_path / "r.txt"), "-j", "0")
+    assert code == 1 and "FAILED" in out and "FAILED" in (tmp_path / "r.txt").read_text()  # file and terminal

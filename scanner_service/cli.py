@@ -7,6 +7,7 @@ Exit status: 0 nothing at or above ``--fail-on``; 1 findings at or above it; 2 t
 from __future__ import annotations
 
 import os
+import shutil
 
 # dscan's own models use no pydantic plugin, and looking for plugins reads the metadata of every installed
 # package (about 20 ms of every start). A plugin can still be enabled by setting the variable explicitly.
@@ -145,7 +146,9 @@ def emit(report: Report, fmt: str, output: Path | None) -> None:
     else:  # the terminal gets the text report, also when a report went to a file (rich is imported only then)
         from .render import text as text_render
 
-        _echo(text_render.render(report, color=sys.stdout.isatty()))
+        tty = sys.stdout.isatty()
+        width = min(max(shutil.get_terminal_size((100, 24)).columns, 60), 160) if tty else 100
+        _echo(text_render.render(report, color=tty, width=width))
 
 
 def _echo(text: str) -> None:

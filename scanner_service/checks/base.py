@@ -28,15 +28,15 @@ class Check:
     fix: str
     """What to do about it."""
     message: str
-    """One-line report message; may use {count} and {values}."""
+    """One-line report message; may use {count}, {values}, {s} and {es} (plural of count), {vs} (of values)."""
     example: str = ""
     options: tuple[str, ...] = ()
     """ScanConfig fields that tune it."""
     since: str = "0.1.0"
 
     def format_message(self, count: int, values: int) -> str:
-        plural = count != 1
-        return self.message.format(count=count, values=values, s="s" if plural else "", es="es" if plural else "")
+        s, es = ("s", "es") if count != 1 else ("", "")
+        return self.message.format(count=count, values=values, s=s, es=es, vs="s" if values != 1 else "")
 
     def explain(self) -> str:
         """The full explanation, as ``dscan explain`` prints it (Markdown)."""

@@ -30,7 +30,7 @@ CHECK = Check(
         "Rescale or clip the feature before training (standardise it, take a log of heavy-tailed "
         "values), or keep the input cast in float32/bfloat16, whose range is that of float32."
     ),
-    message="values float16 makes ±Inf in {count} sample{s} ({values} values)",
+    message="values float16 makes ±Inf in {count} sample{s} ({values} value{vs})",
 )
 
 

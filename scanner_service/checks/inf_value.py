@@ -27,7 +27,7 @@ CHECK = Check(
         "of a huge float64 into float32) or a division by zero in preprocessing: clip or repair the source "
         "values, or drop the samples."
     ),
-    message="Inf in {count} sample{s} ({values} values)",
+    message="Inf in {count} sample{s} ({values} value{vs})",
 )
 
 

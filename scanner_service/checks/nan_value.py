@@ -27,7 +27,7 @@ CHECK = Check(
         "produced them: a division by zero or log of zero in preprocessing, a failed join that left "
         "missing values, an uninitialised buffer. Re-run `dscan scan` until the finding is gone."
     ),
-    message="NaN in {count} sample{s} ({values} values)",
+    message="NaN in {count} sample{s} ({values} value{vs})",
     example="`f['x'][1234, 7] = nan` is reported as `train.h5:/x[1234]` with detail `1 NaN value`.",
 )
 

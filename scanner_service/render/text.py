@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import textwrap
 
 from rich.console import Console
 from rich.table import Table
@@ -52,8 +53,8 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
             console.print(Text(f"  {loc.short()}" + (f": {loc.detail}" if loc.detail else "")), soft_wrap=True)
         if f.truncated:
             console.print(Text(f"  ... and {f.count - len(f.locations)} more (raise --max-locations to list them)"))
-        console.print(Text(f"  why: {check.why}", style="dim"))
-        console.print(Text(f"  fix: {check.fix}", style="dim"))
+        for label, text in (("why", check.why), ("fix", check.fix)):
+            console.print(Text(_hanging(f"  {label}: ", text, width), style="dim"), soft_wrap=True)
     for lab in report.labels:
         if lab.kind != "classes" or not lab.histogram:
             continue
@@ -81,7 +82,7 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
     if notes:
         console.print()
         for note in notes:
-            console.print(Text(f"note: {note}", style="dim"))
+            console.print(Text(_hanging("note: ", note, width), style="dim"), soft_wrap=True)
     console.print()
     verdict = "PASSED" if s.passed else "FAILED"
     console.print(
@@ -92,3 +93,10 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
         )
     )
     return out.getvalue()
+
+
+def _hanging(label: str, text: str, width: int) -> str:
+    """``text`` wrapped to ``width`` after ``label``, its next lines indented under the text's start."""
+    return textwrap.fill(
+        text, width=width, initial_indent=label, subsequent_indent=" " * len(label), break_on_hyphens=False
+    )

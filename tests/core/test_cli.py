@@ -68,7 +68,7 @@ def test_usage_errors_exit_2(tmp_path: Path, dirty: Path) -> None:
 def test_text_report_says_what_where_why_and_fix(dirty: Path) -> None:
     code, out = invoke("scan", str(dirty), "-j", "0")
     assert code == 1
-    assert "ERROR V001 nan-value: NaN in 1 sample (1 values)" in out
+    assert "ERROR V001 nan-value: NaN in 1 sample (1 value)" in out
     assert "dirty.h5:/x[13]: 1 NaN value" in out
     assert "why: NaN propagates" in out and "fix: Go to the listed samples" in out
     assert "WARNING V003 float16-overflow" in out and "dirty.h5:/big[50]" in out

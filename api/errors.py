@@ -12,8 +12,9 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from kombu.exceptions import OperationalError
+from starlette.exceptions import HTTPException
 
 from workers.settings import Settings
 from workers.store import UNAVAILABLE
@@ -73,11 +74,24 @@ def install(app: FastAPI, settings: Settings) -> None:
             headers={"Retry-After": "5"},
         )
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        """A page that does not exist, asked for by a browser: the site's own 404 page; else JSON."""
+        assert isinstance(exc, HTTPException)
+        browser = "text/html" in request.headers.get("accept", "")
+        if exc.status_code == 404 and browser and not request.url.path.startswith("/api/"):
+            from .pages.routes import error_page
+
+            return error_page(
+                request, 404, "Page not found", "There is no such page: the scans are listed on the home page."
+            )
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
     async def internal(request: Request, exc: Exception) -> JSONResponse:
         log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         return JSONResponse({"detail": "internal error: the service log has the details"}, status_code=500)
 
     app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(PathRejected, rejected)
     for cls in UNAVAILABLE:
         app.add_exception_handler(cls, store_down)

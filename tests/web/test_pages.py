@@ -177,6 +177,12 @@ def test_scan_pages_in_each_state(page_service: Service) -> None:
     for bad in ("0" * 32, "not-an-id", "A" * 32):
         r = get(page_service, f"/scans/{bad}")
         assert r.status_code == 404 and "No such scan" in r.text and r.headers["content-type"].startswith("text/html")
+    for nowhere in ("/nope", f"/scans/{expired}/report", "/checks/V999"):  # a browser gets the site's 404 page
+        r = get(page_service, nowhere, headers={"accept": "text/html,application/xhtml+xml"})
+        assert r.status_code == 404 and "Page not found" in r.text, nowhere
+        assert r.headers["content-type"].startswith("text/html")
+    r = get(page_service, "/api/v1/nope", headers={"accept": "text/html"})
+    assert r.status_code == 404 and r.json() == {"detail": "Not Found"}  # the API answers JSON
 
 
 # -- a real report ----------------------------------------------------------------------------------------

@@ -83,6 +83,7 @@ env = Environment(
 env.globals.update(asset=asset, version=__version__)
 env.filters.update(
     bytes=views.human_bytes,
+    code=views.code_spans,
     count=views.human_count,
     duration=views.human_duration,
     number=views.human_number,

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from scanner_service import checks
 from scanner_service.location import Location
 from scanner_service.report import ClassRow, Finding, LabelReport, Report, Statistics
@@ -467,3 +469,12 @@ class Suggestions:
                 if not level:
                     break
         return sorted(out)
+
+
+def code_spans(text: str) -> Markup:
+    """A check's explanation for HTML: the text escaped, its `code` spans shown as code (the explanations are
+    written in Markdown for the terminal and Markdown reports)."""
+    parts = str(escape(text)).split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no spans at all
+        return Markup("`".join(parts))
+    return Markup("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))

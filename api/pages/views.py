@@ -406,6 +406,8 @@ def options_text(options: dict[str, Any]) -> list[tuple[str, str]]:
     """The scan's non-default options as (name, value) for display."""
     out = []
     for name, value in sorted(options.items()):
+        if name == "confine":  # set by the service itself (its data roots), not by whoever asked for the scan
+            continue
         if isinstance(value, (list, tuple)):
             value = ", ".join(str(v) for v in value)
         out.append((name.replace("_", " "), str(value)))

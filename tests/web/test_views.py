@@ -125,3 +125,10 @@ def test_suggestions_leave_out_names_a_page_cannot_carry(tmp_path: Path) -> None
     found = views.Suggestions([root]).walk()
     assert found == [str(root / "fine.h5")]
     "".join(found).encode("utf-8")  # what the page is made of encodes
+
+
+def test_options_shown_are_the_ones_the_requester_chose() -> None:
+    from api.pages.views import options_text
+
+    shown = options_text({"num_classes": 10, "select": ["V001", "L"], "confine": ["/data"]})
+    assert shown == [("num classes", "10"), ("select", "V001, L")]  # the service's own data roots are not listed

@@ -224,22 +224,29 @@ def test_virtual_sources_found_as_hdf5_finds_them_and_missing_source_datasets(tm
     )
 
 
+def virtual_over_damage(folder: Path, data: np.ndarray, rows_per_chunk: int, damaged_row: int, name: str) -> None:
+    """``folder``/v.h5 with a virtual dataset ``name`` over src.h5:/x (``data``, gzip chunks of
+    ``rows_per_chunk`` rows) whose chunk holding ``damaged_row`` is zeroed."""
+    write_h5(folder / "src.h5", {"x": (data, {"chunks": (rows_per_chunk, data.shape[1]), "compression": "gzip"})})
+    with h5py.File(folder / "src.h5", "r") as fh:
+        info = fh["x"].id.get_chunk_info_by_coord((damaged_row, 0))
+    raw = bytearray((folder / "src.h5").read_bytes())
+    raw[info.byte_offset : info.byte_offset + info.size] = bytes(info.size)
+    (folder / "src.h5").write_bytes(bytes(raw))
+    with h5py.File(folder / "v.h5", "w") as fh:
+        layout = h5py.VirtualLayout(shape=data.shape, dtype=data.dtype)
+        layout[:] = h5py.VirtualSource("src.h5", "x", shape=data.shape)
+        fh.create_virtual_dataset(name, layout, fillvalue=0)
+
+
 def test_damaged_parts_of_unchunked_data_are_found_row_by_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A virtual dataset over a source with a damaged chunk: only the rows HDF5 cannot read are reported,
     with HDF5's reason; the NaNs elsewhere are found. An external raw file cut short: HDF5 reads zeros."""
     monkeypatch.chdir(tmp_path)  # HDF5 finds external raw files relative to the working folder
     data = np.ones((4000, 2), np.float32)
     data[[100, 3103], 0] = np.nan
-    write_h5(tmp_path / "src.h5", {"x": (data, {"chunks": (100, 2), "compression": "gzip"})})
-    with h5py.File(tmp_path / "src.h5", "r") as fh:
-        info = fh["x"].id.get_chunk_info_by_coord((2500, 0))
-    raw = bytearray((tmp_path / "src.h5").read_bytes())
-    raw[info.byte_offset : info.byte_offset + info.size] = bytes(info.size)
-    (tmp_path / "src.h5").write_bytes(bytes(raw))
-    with h5py.File(tmp_path / "v.h5", "w") as fh:
-        layout = h5py.VirtualLayout(shape=(4000, 2), dtype=np.float32)
-        layout[:] = h5py.VirtualSource("src.h5", "x", shape=(4000, 2))
-        fh.create_virtual_dataset("vds", layout, fillvalue=0)
+    virtual_over_damage(tmp_path, data, rows_per_chunk=100, damaged_row=2500, name="vds")
+    with h5py.File(tmp_path / "v.h5", "a") as fh:
         fh.create_dataset("ext", data=data, external=[("ext.bin", 0, h5py.h5f.UNLIMITED)])
     with open(tmp_path / "ext.bin", "r+b") as fh:
         fh.truncate(6000 * 4)
@@ -292,16 +299,7 @@ def test_a_damaged_run_in_a_large_unchunked_block_is_found_to_the_row(tmp_path: 
     and Inf right next to them are scanned."""
     data = np.full((100_000, 2), 1.5, np.float32)
     data[61695, 0], data[61760, 1] = np.nan, np.inf
-    write_h5(tmp_path / "src.h5", {"x": (data, {"chunks": (50, 2), "compression": "gzip"})})
-    with h5py.File(tmp_path / "src.h5", "r") as fh:
-        info = fh["x"].id.get_chunk_info_by_coord((61700, 0))
-    raw = bytearray((tmp_path / "src.h5").read_bytes())
-    raw[info.byte_offset : info.byte_offset + info.size] = bytes(info.size)
-    (tmp_path / "src.h5").write_bytes(bytes(raw))
-    with h5py.File(tmp_path / "v.h5", "w") as fh:
-        layout = h5py.VirtualLayout(shape=(100_000, 2), dtype=np.float32)
-        layout[:] = h5py.VirtualSource("src.h5", "x", shape=(100_000, 2))
-        fh.create_virtual_dataset("v", layout, fillvalue=0)
+    virtual_over_damage(tmp_path, data, rows_per_chunk=50, damaged_row=61700, name="v")
     report = run_scan(tmp_path / "v.h5")
     (bad,) = finding(report, "S002").locations
     assert bad.index == 61700 and bad.detail is not None and bad.detail.startswith("rows 61700-61749 unreadable")

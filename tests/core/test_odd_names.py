@@ -173,16 +173,21 @@ def test_empty_inputs_say_they_are_empty(tmp_path: Path) -> None:
         assert "not a dataset dscan can read" in proc.stderr and why in proc.stderr
 
 
+def two_part_virtual(path: Path, first: str, second: str) -> Path:
+    """An 8×3 virtual dataset /x: rows 0-3 from ``first``:/x, rows 4-7 from ``second``:/x (fill value -1)."""
+    with h5py.File(path, "w") as fh:
+        layout = h5py.VirtualLayout(shape=(8, 3), dtype=np.float32)
+        layout[0:4] = h5py.VirtualSource(first, "x", shape=(4, 3))
+        layout[4:8] = h5py.VirtualSource(second, "x", shape=(4, 3))
+        fh.create_virtual_dataset("x", layout, fillvalue=-1)
+    return path
+
+
 def test_a_virtual_dataset_whose_source_file_is_gone_is_missing_file(tmp_path: Path) -> None:
     """HDF5 reads the part a missing source maps as the fill value, without an error: dscan says so."""
     part = np.arange(12, dtype=np.float32).reshape(4, 3)
     write_h5(tmp_path / "part0.h5", {"x": part})
-    path = tmp_path / "all.h5"
-    with h5py.File(path, "w") as fh:
-        layout = h5py.VirtualLayout(shape=(8, 3), dtype=np.float32)
-        layout[0:4] = h5py.VirtualSource("part0.h5", "x", shape=(4, 3))
-        layout[4:8] = h5py.VirtualSource("part1.h5", "x", shape=(4, 3))
-        fh.create_virtual_dataset("x", layout, fillvalue=-1)
+    path = two_part_virtual(tmp_path / "all.h5", "part0.h5", "part1.h5")
     status, report = cli_json(path)
     assert status == 1
     (missing,) = [f for f in report["findings"] if f["code"] == "S004"]  # type: ignore[union-attr]
@@ -206,12 +211,7 @@ def test_virtual_sources_found_as_hdf5_finds_them_and_missing_source_datasets(tm
     part = np.arange(12, dtype=np.float32).reshape(4, 3)
     write_h5(tmp_path / "part0.h5", {"x": part})
     write_h5(tmp_path / "part1.h5", {"y": part})
-    path = tmp_path / "all.h5"
-    with h5py.File(path, "w") as fh:
-        layout = h5py.VirtualLayout(shape=(8, 3), dtype=np.float32)
-        layout[0:4] = h5py.VirtualSource("/gone/elsewhere/part0.h5", "x", shape=(4, 3))
-        layout[4:8] = h5py.VirtualSource("part1.h5", "x", shape=(4, 3))
-        fh.create_virtual_dataset("x", layout, fillvalue=-1)
+    path = two_part_virtual(tmp_path / "all.h5", "/gone/elsewhere/part0.h5", "part1.h5")
     with h5py.File(path, "r") as fh:
         assert fh["x"][0, 1] == 1.0  # HDF5 found part0.h5 beside all.h5
     status, report = cli_json(path)

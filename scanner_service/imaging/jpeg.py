@@ -24,6 +24,7 @@ end-of-image marker after the scans, to measure trailing data (concatenated file
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,8 +65,8 @@ class JpegHeader:
     """Offset of the first scan's entropy-coded data (0: no scan found)."""
     orientation: int | None = None
     mpf: bool = False
-    pictures: list[tuple[int, int]] | None = None
-    """An MPO file's pictures after the first, from its MP index: (offset in the file, size)."""
+    pictures: list[int] | None = None
+    """Where an MPO file's pictures after the first start, from its MP index (offsets in the file)."""
     jfif_versions: list[int] = field(default_factory=list)
     """Offsets of the JFIF segments' major version bytes."""
     adobe_transform: int = -1
@@ -305,11 +306,10 @@ def _later_scans(data: Any, scan: int) -> list[int]:
         pos = i + 2 + (0 if marker in STANDALONE or marker == 0xD8 else _u16(data, i + 2))
 
 
-def _mp_index(tiff: bytes, base: int) -> list[tuple[int, int]] | None:
-    """The pictures after the first of an MPO file's MP index (CIPA DC-007): (offset in the file, size).
-    Offsets in the index count from ``base``, where its TIFF header starts. None when the index is unreadable."""
-    import struct
-
+def _mp_index(tiff: bytes, base: int) -> list[int] | None:
+    """Where the pictures after the first start, from an MPO file's MP index (CIPA DC-007): offsets in the
+    index count from ``base``, where its TIFF header starts. None when the index is unreadable. (The sizes
+    in the index are not used: Pillow writes wrong ones from the third picture on.)"""
     if len(tiff) < 8 or tiff[:2] not in (b"II", b"MM"):
         return None
     endian = "<" if tiff[:2] == b"II" else ">"
@@ -320,7 +320,7 @@ def _mp_index(tiff: bytes, base: int) -> list[tuple[int, int]] | None:
             tag, _typ, n, value = struct.unpack_from(endian + "HHII", tiff, ifd + 2 + 12 * k)
             if tag == 0xB002 and n % 16 == 0 and n:  # MPEntry: 16 bytes per picture
                 entries = [struct.unpack_from(endian + "IIIHH", tiff, value + 16 * j) for j in range(n // 16)]
-                return [(base + offset, size) for _attr, size, offset, _a, _b in entries[1:]]
+                return sorted(base + offset for _attr, _size, offset, _a, _b in entries[1:])
     except struct.error:
         return None
     return None
@@ -391,13 +391,11 @@ def _trailing(data: Any, head: JpegHeader, verdict: Verdict, max_pixels: int, pi
 
 
 def _indexed_pictures(
-    data: Any, pictures: list[tuple[int, int]], end: int, verdict: Verdict, max_pixels: int, pillow_fallback: Any
+    data: Any, starts: list[int], end: int, verdict: Verdict, max_pixels: int, pillow_fallback: Any
 ) -> int:
     """Judge each picture an MPO file's MP index places after the first as a JPEG of its own (every frame of
     a multi-frame file is checked); the offset after the last one's end-of-image marker (-1 when one is
-    missing or broken). A picture runs to the next one's offset: the sizes in the index are not trusted
-    (Pillow writes wrong ones from the third picture on)."""
-    starts = sorted(start for start, _size in pictures)
+    missing or broken). A picture runs to the next one's start."""
     for number, start in enumerate(starts, 2):
         if start < end or bytes(data[start : start + 3]) != b"\xff\xd8\xff":
             # a wrong index (Pillow writes wrong offsets from the fourth picture on): what follows is walked

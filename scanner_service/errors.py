@@ -17,6 +17,9 @@ Each error carries the context it names (``path``, ``code`` ...) and its CLI exi
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class DscanError(Exception):
     """Root of every error dscan raises on purpose."""
@@ -35,8 +38,10 @@ class ConfigError(UsageError):
 class UnknownCheck(UsageError):
     """A check code or slug that names no check."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"unknown check {name!r}: `dscan checks` lists them")
+    def __init__(self, name: str, known: Iterable[str] = ()) -> None:
+        close = difflib.get_close_matches(name.strip().lower(), [k.lower() for k in known], n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        super().__init__(f"unknown check {name!r}: {hint}`dscan checks` lists them")
         self.name = name
 
 

@@ -99,7 +99,7 @@ def get_check(code_or_name: str) -> Check:
     key = code_or_name.strip()
     check = BY_CODE.get(key.upper()) or BY_NAME.get(key.lower())
     if check is None:
-        raise UnknownCheck(code_or_name)
+        raise UnknownCheck(code_or_name, BY_NAME)
     return check
 
 
@@ -112,7 +112,7 @@ def _expand(selectors: Iterable[str]) -> set[str]:
             continue
         matched = {code for code in BY_CODE if code.startswith(key.upper())}
         if not key or not matched:
-            raise UnknownCheck(sel)
+            raise UnknownCheck(sel, BY_NAME)
         codes |= matched
     return codes
 

@@ -59,7 +59,9 @@ def test_usage_errors_exit_2(tmp_path: Path, dirty: Path) -> None:
     code, out = invoke("scan", str(tmp_path / "notes.md"))
     assert code == 2 and "not a dataset dscan can read" in out
     code, out = invoke("scan", str(dirty), "--select", "X999")
-    assert code == 2 and "unknown check 'X999'" in out
+    assert code == 2 and "unknown check 'X999'" in out and "did you mean" not in out
+    code, out = invoke("scan", str(dirty), "--ignore", "nan-valu")
+    assert code == 2 and "unknown check 'nan-valu': did you mean 'nan-value'?" in out
     code, out = invoke("scan", str(dirty), "--num-classes", "0")
     assert code == 2 and "--num-classes" in out  # named as the user wrote it
     assert invoke("scan", str(dirty), "--format", "yaml")[0] == 2

@@ -173,7 +173,7 @@ def _content(h: bytes) -> tuple[str, bool]:
     if low.startswith(b"<?xml"):
         return "XML", True
     if low[:1] in (b"{", b"[") and low.rstrip()[-1:] in (b"}", b"]", b",", b'"'):
-        return "JSON", True
+        return "JSON", _printable(h)  # certain only as text: a binary head may start with '[' by chance
     if h[:4] == b"\x00\x05\x16\x07":
         return "an AppleDouble file (macOS metadata that copies to other file systems leave as ._NAME)", True
     if h[:2] == b"\x1f\x8b":
@@ -192,13 +192,18 @@ def _content(h: bytes) -> tuple[str, bool]:
         return f"an ISO media file (brand {h[8:12].decode('latin-1')!r}: a video?)", False
     if not h.strip(b"\x00"):
         return "only zero bytes (a file allocated but never written?)", False
+    if _printable(h):
+        return "text", False
+    return f"unknown binary data (starts with {h[:8].hex(' ')})", False
+
+
+def _printable(h: bytes) -> bool:
+    """Whether ``h`` is UTF-8 text, every character printable or spacing."""
     try:
         text = h.decode("utf-8")
     except UnicodeDecodeError:
-        return f"unknown binary data (starts with {h[:8].hex(' ')})", False
-    if all(c.isprintable() or c in "\r\n\t" for c in text):
-        return "text", False
-    return f"unknown binary data (starts with {h[:8].hex(' ')})", False
+        return False
+    return all(c.isprintable() or c in "\r\n\t" for c in text)
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -308,7 +308,8 @@ def test_content_called_certainly_no_image_is_no_format_pillow_reads(rng: np.ran
         npy.getvalue(),
     ):
         assert certainly_no_image(data[:512]), data[:12]
-    for data in (b"just some words\n", bytes(600), b"\x89HDF\r\n\x1a\n" + bytes(100)):
+    binary_bracket = b"[\x00\x01\x02" + bytes(range(200)) + b","  # binary that starts like JSON by chance
+    for data in (b"just some words\n", bytes(600), b"\x89HDF\r\n\x1a\n" + bytes(100), binary_bracket):
         assert not certainly_no_image(data[:512]), data[:12]
 
 

@@ -172,13 +172,7 @@ def vds_source_file(vds_file: Path, name: str) -> Path | None:
         if candidate.is_file():
             return candidate
         candidate = Path(candidate.name)
-    origin = str(vds_file.parent)
-    prefixes = [p.replace("${ORIGIN}", origin) for p in os.environ.get("HDF5_VDS_PREFIX", "").split(":") if p]
-    for base in (*prefixes, origin, os.getcwd()):
-        found = Path(base) / candidate
-        if found.is_file():
-            return found
-    return None
+    return _search(candidate, vds_file.parent, "HDF5_VDS_PREFIX", beside=True)
 
 
 def stored_as_read(ds: h5py.Dataset) -> bool:
@@ -198,10 +192,16 @@ def external_file(h5file: Path, name: str) -> Path | None:
     candidate = Path(name)
     if candidate.is_absolute():
         return candidate if candidate.is_file() else None
-    origin = str(h5file.parent)
-    prefixes = [p.replace("${ORIGIN}", origin) for p in os.environ.get("HDF5_EXTFILE_PREFIX", "").split(":") if p]
-    for base in (*prefixes, os.getcwd()):
-        found = Path(base) / candidate
+    return _search(candidate, h5file.parent, "HDF5_EXTFILE_PREFIX", beside=False)
+
+
+def _search(relative: Path, origin: Path, variable: str, beside: bool) -> Path | None:
+    """HDF5's search for a file a dataset names by a relative path: under each prefix of the environment
+    ``variable`` (``${ORIGIN}`` is the HDF5 file's folder), then beside the HDF5 file (``beside``), then in the
+    current directory. None when it finds none."""
+    prefixes = [p.replace("${ORIGIN}", str(origin)) for p in os.environ.get(variable, "").split(":") if p]
+    for base in (*prefixes, *([str(origin)] if beside else []), os.getcwd()):
+        found = Path(base) / relative
         if found.is_file():
             return found
     return None
@@ -397,22 +397,16 @@ class Hdf5Source(Source):
                 detail = f"filter {fname} (id {fid}) is not available: install {package}"
                 partial.add("S003", Location(path=rel, line=line, dataset=shown, detail=detail))
                 return
-            if obj.shape is None:  # a null dataspace (h5py.Empty): a placeholder that holds no value, by design
+            if shape is None:  # a null dataspace (h5py.Empty): a placeholder that holds no value, by design
                 return
-            shape = tuple(int(n) for n in obj.shape)
+            here = Location(path=rel, line=line, dataset=shown)
             if math.prod(shape) == 0 if shape else False:
-                partial.add("S006", Location(path=rel, line=line, dataset=shown, detail=f"shape {shape}"))
+                partial.add("S006", here.model_copy(update={"detail": f"shape {shape}"}))
                 return
-            if obj.is_virtual and not self._virtual_sources_readable(
-                obj, path, Location(path=rel, line=line, dataset=shown), partial
-            ):
+            if obj.is_virtual and not self._virtual_sources_readable(obj, path, here, partial):
                 return
-            if obj.id.get_create_plist().get_external_count():
-                row_bytes = int(math.prod(shape[1:])) * dtype.itemsize
-                if not self._external_storage(
-                    obj, path, row_bytes, Location(path=rel, line=line, dataset=shown), partial
-                ):
-                    return
+            if obj.id.get_create_plist().get_external_count() and not self._external_storage(obj, path, here, partial):
+                return
             if numeric_fields:  # a table (pandas' format="table", PyTables): every numeric column
                 for f in numeric_fields:
                     sub = dtype[f]
@@ -501,15 +495,14 @@ class Hdf5Source(Source):
                 )
                 partial.add("S004", where.model_copy(update={"detail": detail}))
 
-    def _external_storage(
-        self, obj: h5py.Dataset, path: Path, row_bytes: int, where: Location, partial: Partial
-    ) -> bool:
+    def _external_storage(self, obj: h5py.Dataset, path: Path, where: Location, partial: Partial) -> bool:
         """Check the external raw data files of a dataset; False when it must not be read. One shorter than the
         part of the dataset it holds: HDF5 reads the missing bytes as zeros, without a word (S002 for those
         rows). A missing file fails the read, which reports it. One outside the data roots of a confined scan
         is S001, and the dataset is not read at all (HDF5 would read whatever file it names)."""
         plist = obj.id.get_create_plist()
         rows = int(obj.shape[0]) if obj.shape else 1
+        row_bytes = int(math.prod(obj.shape[1:])) * obj.dtype.itemsize
         at = 0
         for i in range(plist.get_external_count()):
             name, offset, size = plist.get_external(i)
@@ -807,28 +800,27 @@ class _SegmentReader:
         """A failed row range of a dataset without chunks (virtual datasets, external or compact storage):
         halves are read again, down to single rows (within ``BISECT_READS`` reads), so the good rows are scanned
         and the bad ones reported (adjacent bad rows with the same reason as one range), with HDF5's reason."""
-        pending: list[Any] = []  # the failed range not reported yet: [start, stop, reason exception]
-        budget = [BISECT_READS]
-
-        def fail(a: int, b: int, error: BaseException) -> Iterator[Any]:
-            if pending and pending[1] == a and str(pending[2]) == str(error):
-                pending[1] = b
-                return
-            yield from flush()
-            pending[:] = [a, b, error]
+        pending: tuple[int, int, BaseException] | None = None  # the failed range not reported yet
+        budget = BISECT_READS
 
         def flush() -> Iterator[Any]:
-            if pending:
+            nonlocal pending
+            if pending is not None:
                 yield self._failure(pending[0], pending[1], None, pending[2])
-                pending.clear()
+                pending = None
 
         def halves(a: int, b: int, error: BaseException) -> Iterator[Any]:
-            if b - a <= 1 or budget[0] <= 0:
-                yield from fail(a, b, error)
+            nonlocal pending, budget
+            if b - a <= 1 or budget <= 0:
+                if pending is not None and pending[1] == a and str(pending[2]) == str(error):
+                    pending = (pending[0], b, error)
+                else:
+                    yield from flush()
+                    pending = (a, b, error)
                 return
             mid = (a + b) // 2
             for lo, hi in ((a, mid), (mid, b)):
-                budget[0] -= 1
+                budget -= 1
                 try:
                     data = read(lo, hi)
                 except (OSError, RuntimeError, ValueError) as again:
@@ -840,16 +832,14 @@ class _SegmentReader:
         yield from halves(start, stop, exc)
         yield from flush()
 
+    def _h5py_rows(self, a: int, b: int) -> np.ndarray[Any, Any]:
+        return np.asarray(self.ds[a:b])
+
     def _isolate(self, start: int, stop: int, exc: BaseException | None = None) -> Iterator[Any]:
         """Re-read a failed row range chunk by chunk: good chunks are scanned, bad ones reported."""
         chunks = self.ds.chunks
         if chunks is None:
-            rest = (slice(None),) * (len(self.shape) - 1)
-
-            def rows(a: int, b: int) -> np.ndarray[Any, Any]:
-                return np.asarray(self.ds[(slice(a, b), *rest)])
-
-            yield from self._bisect(start, stop, rows, self._row_block, exc or RuntimeError("read failed"))
+            yield from self._bisect(start, stop, self._h5py_rows, self._row_block, exc or RuntimeError("read failed"))
             return
         for offset in self._chunk_offsets(tuple(chunks), start, stop):
             sel = tuple(slice(o, min(o + c, s)) for o, c, s in zip(offset, chunks, self.shape, strict=True))

@@ -257,7 +257,7 @@ def _strict_decode(data: Any, head: JpegHeader) -> tuple[np.ndarray[Any, Any], A
     """The strict 1/8 decode of ``data``, past the warnings about valid-enough files: (thumbnail, the bytes
     decoded). Raises ValueError(libjpeg's reason, the bytes decoded) when it fails."""
     decoded = data
-    for _ in range(len(HARMLESS)):
+    while True:  # ends: each field is set once, and a warning with nothing left to set is raised
         try:
             return _decode(decoded, strict=True), decoded
         except ValueError as exc:
@@ -266,7 +266,6 @@ def _strict_decode(data: Any, head: JpegHeader) -> tuple[np.ndarray[Any, Any], A
             if fixed is None:
                 raise ValueError(reason, decoded) from exc
             decoded = fixed
-    return _decode(decoded, strict=True), decoded
 
 
 def _assumed(data: Any, head: JpegHeader, reason: str) -> bytes | None:

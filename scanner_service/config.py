@@ -32,9 +32,7 @@ TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a s
 
 def _scalar_kinds(annotation: Any) -> tuple[type, ...]:
     """The Python types a value of a scalar field may have (() for other fields)."""
-    args = (
-        [a for a in typing.get_args(annotation) if a is not type(None)] if typing.get_args(annotation) else [annotation]
-    )
+    args = [a for a in typing.get_args(annotation) or (annotation,) if a is not type(None)]
     if len(args) != 1 or args[0] not in TYPE_NAMES:
         return ()
     kind = args[0]

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .sniff import UNREADABLE, certainly_no_image, claimed_format, damaged_png_signature, describe, sniff
+from .sniff import UNREADABLE, claimed_format, content, damaged_png_signature, sniff
 from .verdict import Verdict
 
 # The decoders (jpeg: simplejpeg; pillow: Pillow; png: ISA-L) are imported on the first image, so scans of
@@ -99,9 +99,10 @@ def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pi
         verdict.format = "png"
         verdict.error = damaged
         return
-    if certainly_no_image(data[:512]):  # a web page, JSON, an archive ...: no decoder to ask
+    what, certain = content(data[:512])
+    if certain:  # a web page, JSON, an archive ...: no decoder to ask
         verdict.format = None
-        verdict.content = describe(data[:512])
+        verdict.content = what
         return
     probe = Verdict()
     _decoder("pillow").judge(data, probe, max_pixels)
@@ -111,7 +112,7 @@ def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pi
             setattr(verdict, slot, getattr(probe, slot))
         return
     verdict.format = None
-    verdict.content = describe(data[:512])
+    verdict.content = what
 
 
 @functools.cache

@@ -1,6 +1,6 @@
 """What a file's bytes are, from magic numbers; and which format a file name claims.
 
-``sniff`` names the image format of the content (``jpeg``, ``png`` ...) or returns None; ``describe`` says
+``sniff`` names the image format of the content (``jpeg``, ``png`` ...) or returns None; ``content`` says
 what non-image content looks like (HTML, text, gzip ...), so a ``not-an-image`` finding says more than no.
 """
 
@@ -154,19 +154,15 @@ def sniff(head: bytes | memoryview) -> str | None:
     return None
 
 
-def describe(head: bytes | memoryview) -> str:
-    """What non-image content looks like, for the ``not-an-image`` detail."""
-    return _content(bytes(head[:512]))[0]
-
-
 def certainly_no_image(head: bytes | memoryview) -> bool:
     """Whether content starting with ``head`` is something no image decoder reads (a web page, JSON, an
     archive, a PDF ...): its first bytes match none of Pillow's formats, not even one without a signature."""
-    return _content(bytes(head[:512]))[1]
+    return content(head)[1]
 
 
-def _content(h: bytes) -> tuple[str, bool]:
-    """(what the content looks like, whether it certainly is no image)."""
+def content(head: bytes | memoryview) -> tuple[str, bool]:
+    """(what non-image content starting with ``head`` looks like, whether it certainly is no image)."""
+    h = bytes(head[:512])
     low = h.lstrip().lower()
     if low.startswith((b"<!doctype html", b"<html")) or b"<html" in low[:256]:
         return "HTML (a web page saved in place of the image: an error or login page?)", True

@@ -8,6 +8,12 @@ ceiling per worker process. Every Redis key, the queues' included, starts with `
 
 from __future__ import annotations
 
+import os
+
+# Shards are scanned one per worker process and call no BLAS routine: numpy's OpenBLAS threads (one per core,
+# spinning after import) would only compete with the other worker processes. Set before numpy is imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from typing import Any
 
 from celery import Celery, signals

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -338,3 +339,21 @@ def test_every_documented_threshold_is_a_flag_and_dash_is_standard_output(tmp_pa
     assert "L004" not in out
     code, out = invoke("scan", str(dirty), "--format", "text", "--output", str(tmp_path / "r.txt"), "-j", "0")
     assert code == 1 and "FAILED" in out and "FAILED" in (tmp_path / "r.txt").read_text()  # file and terminal
+
+
+@pytest.mark.parametrize(
+    ("module", "given", "expected"),
+    [("scanner_service.cli", None, "1"), ("workers.app", None, "1"), ("scanner_service.cli", "2", "2")],
+)
+def test_numpy_starts_no_blas_threads_unless_asked(module: str, given: str | None, expected: str) -> None:
+    """dscan calls no BLAS routine and works in processes: OpenBLAS's threads (one per core, spinning after
+    numpy's import) would take CPU from the scan's workers. A setting the user made is kept."""
+    probe = f"import os, {module}, numpy; print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env).stdout
+    setting, threads = out.split()
+    assert setting == expected
+    if given is None:
+        assert threads == "1"  # the main thread only

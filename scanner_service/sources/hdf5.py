@@ -658,6 +658,7 @@ class _SegmentReader:
             self.shape, self.dtype = (*self.shape, *inner), base
         self.block_bytes = source.config.block_bytes
         self.index: ChunkIndex | None = None
+        self.chunks: tuple[int, ...] | None = self.ds.chunks
         self.raw = aligned_buffer(0)
         """The stored (compressed) bytes of the chunk being decoded."""
         axis, channels = channel_layout(self.shape)
@@ -1006,12 +1007,35 @@ class _SegmentReader:
             if got != size:
                 raise OSError(f"chunk truncated: {got} of {size} bytes")
             return
+        region = self._chunk_region(offset)
+        if any(r.stop - r.start < c for r, c in zip(region, self.chunks or (), strict=True)):
+            # A partial edge chunk: a writer may have stored it unfiltered (a flag of the dataset's layout,
+            # H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS, that h5py does not expose). HDF5 knows: it reads these.
+            self._read_chunk_through_hdf5(region, target)
+            return
         if len(self.raw) < stored:
             self.raw = aligned_buffer(stored)
         got = os.preadv(self.fd, [self.raw[:stored]], at)  # a reused buffer: no fresh pages per chunk
         if got != stored:
             raise OSError(f"chunk truncated: {got} of {stored} stored bytes")
-        data: bytes | bytearray | memoryview = self.raw[:stored]
+        try:
+            self._decode_chunk(self.raw[:stored], target, filters, mask, size)
+        except (ValueError, ZLIB_ERROR):  # HDF5 has the last word on a chunk this decoder cannot undo
+            self._read_chunk_through_hdf5(region, target)
+
+    def _chunk_region(self, offset: tuple[int, ...]) -> tuple[slice, ...]:
+        """The part of the dataset the chunk at ``offset`` holds."""
+        chunks = self.chunks or ()
+        return tuple(slice(o, min(o + c, s)) for o, c, s in zip(offset, chunks, self.shape, strict=True))
+
+    def _read_chunk_through_hdf5(self, region: tuple[slice, ...], target: memoryview) -> None:
+        """The values of one chunk's region, decoded by HDF5, into the chunk-shaped ``target``."""
+        values = self.ds[region]
+        out = np.frombuffer(target, self.dtype).reshape(self.chunks or ())
+        out[tuple(slice(0, n) for n in values.shape)] = values
+
+    def _decode_chunk(self, data: Any, target: memoryview, filters: list[int], mask: int, size: int) -> None:
+        """Undo the filters of one raw chunk into ``target``; raises ValueError or ZLIB_ERROR on damage."""
         shuffled = False
         for i in reversed(range(len(filters))):
             if mask & (1 << i):

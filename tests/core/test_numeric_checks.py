@@ -360,3 +360,48 @@ def test_array_elements_and_compounds_of_any_rank_are_scanned(tmp_path: Path) ->
     assert "/cmp2d['z'] (complex complex64)" in report.info["hdf5.not_scanned"]
     assert "/cmp2d['nest'] (a nested compound)" in report.info["hdf5.not_scanned"]
     assert "S002" not in codes(report)
+
+
+def _unfiltered_edge_chunks(path: Path, data: np.ndarray[Any, Any], chunks: tuple[int, int], gzip: bool) -> None:
+    """A file whose partial edge chunks are stored unfiltered: H5Pset_chunk_opts(DONT_FILTER_PARTIAL_CHUNKS), a
+    valid layout flag (HDF5 1.10+) that h5py does not expose, set through the HDF5 library h5py carries."""
+    import ctypes
+
+    library = next((Path(h5py.__file__).parent.parent / "h5py.libs").glob("libhdf5-*"))
+    hdf5 = ctypes.CDLL(str(library))
+    with h5py.File(path, "w", libver="latest") as fh:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk(chunks)
+        dcpl.set_shuffle()
+        if gzip:
+            dcpl.set_deflate(4)
+        assert hdf5.H5Pset_chunk_opts(ctypes.c_int64(dcpl.id), ctypes.c_uint(2)) >= 0
+        space = h5py.h5s.create_simple(data.shape, (h5py.h5s.UNLIMITED, data.shape[1]))
+        ds = h5py.Dataset(h5py.h5d.create(fh.id, b"x", h5py.h5t.IEEE_F32LE, space, dcpl=dcpl))
+        ds[...] = data
+
+
+@pytest.mark.parametrize("gzip", [True, False], ids=["shuffle-gzip", "shuffle"])
+def test_partial_edge_chunks_stored_unfiltered_are_read_as_hdf5_reads_them(
+    tmp_path: Path, rng: np.random.Generator, gzip: bool
+) -> None:
+    """Chunks of 256 KiB are decoded by dscan itself, but a partial edge chunk may be stored without its
+    filters: read as if filtered, it was a false S002 (gzip) or unshuffled garbage (shuffle), and its NaN lost."""
+    data = rng.normal(size=(2500, 64)).astype(np.float32)
+    data[[7, 2100, 2499], 5] = np.nan
+    data[2300, 0] = np.inf
+    path = tmp_path / "edge.h5"
+    _unfiltered_edge_chunks(path, data, (1024, 64), gzip)
+    with h5py.File(path) as fh:
+        assert np.array_equal(fh["x"][()], data, equal_nan=True)  # HDF5 reads it back exactly
+    report = run_scan(path, max_locations=100)
+    assert [loc.index for loc in finding(report, "V001").locations] == [7, 2100, 2499]
+    assert [loc.index for loc in finding(report, "V002").locations] == [2300]
+    assert "S002" not in codes(report)
+    stats = report.statistics[0]
+    finite = data[np.isfinite(data)].astype(np.float64)
+    assert (stats.count, stats.nan, stats.inf) == (finite.size, 3, 1)
+    assert (stats.min, stats.max) == pytest.approx((finite.min(), finite.max()), rel=1e-6)
+    assert stats.mean == pytest.approx(finite.mean(), abs=1e-6)
+    last = stats.channels[63]
+    assert last["count"] == 2500 and last["max"] == pytest.approx(float(data[:, 63].max()), rel=1e-6)

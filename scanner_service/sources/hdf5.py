@@ -104,6 +104,28 @@ def is_label_name(name: str, labels_option: str | None) -> bool:
     return name.rsplit("/", 1)[-1].lower() in LABEL_NAMES
 
 
+NETCDF_PLACEHOLDER = b"This is a netCDF dimension but not a netCDF variable"
+"""How netCDF-4 names the dataset it stores for a dimension that has no coordinate variable (zeros, no data)."""
+
+
+def writer_bookkeeping(name: str, obj: h5py.Dataset) -> str | None:
+    """What a dataset a writer keeps for itself is (no data of the user's), None for data: netCDF-4's
+    placeholders of dimensions without a coordinate variable, PyTables' column indexes (``_i_<table>``)."""
+    attrs = obj.attrs
+    if "NAME" in attrs:
+        named = attrs["NAME"]
+        if isinstance(named, bytes | np.bytes_) and named.startswith(NETCDF_PLACEHOLDER):
+            return "a netCDF-4 dimension without a variable: no data"
+    if any(part.startswith("_i_") for part in name.split("/")[:-1]) and obj.parent.attrs.get("CLASS") == b"INDEX":
+        return "a PyTables index"
+    return None
+
+
+def is_coordinate(obj: h5py.Dataset) -> bool:
+    """A dimension scale (netCDF-4 coordinate variables: ``x``, ``y``, ``time``): coordinates, not labels."""
+    return bool("CLASS" in obj.attrs and obj.attrs["CLASS"] == b"DIMENSION_SCALE")
+
+
 @dataclass(slots=True)
 class _Dataset:
     name: str
@@ -373,6 +395,10 @@ class Hdf5Source(Source):
             full = "/" + object_name(name)
             shown = printable(full)  # the name reports use; ``path`` keeps the one to open when they differ
             where = full if shown != full else ""
+            own = writer_bookkeeping(full, obj)
+            if own is not None:
+                not_scanned.append(f"{rel}:{shown} ({own})")
+                return
             dtype = obj.dtype
             numeric_fields = [f for f in dtype.names or () if dtype[f].base.kind in "fiu"]
             for f in dtype.names or ():
@@ -419,8 +445,10 @@ class Hdf5Source(Source):
                 return
             if dtype.kind not in "fiu":
                 return
-            is_label = is_label_name(shown, self.config.labels) and (
-                len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
+            is_label = (
+                is_label_name(shown, self.config.labels)
+                and (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1))
+                and (bool(self.config.labels) or not is_coordinate(obj))
             )
             found.append(_Dataset(shown, shape, dtype, obj.chunks, is_label, where))
 

@@ -1,0 +1,72 @@
+"""HDF5 as other writers lay it out: netCDF-4's dimensions and coordinate variables, PyTables' indexes.
+
+The structures are written with h5py exactly as those libraries write them (attributes included), so the tests
+need neither library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from tests.conftest import codes, finding, run_scan
+
+PLACEHOLDER = "This is a netCDF dimension but not a netCDF variable.         8"
+
+
+def test_netcdf_dimension_placeholders_are_no_data(tmp_path: Path, rng: np.random.Generator) -> None:
+    """netCDF-4 stores a dataset of zeros for each dimension without a coordinate variable (an unlimited one has
+    shape (0,)): it is the library's bookkeeping, not a constant feature nor an empty dataset of the user's."""
+    path = tmp_path / "clean.nc"
+    with h5py.File(path, "w") as fh:
+        fh["data"] = rng.normal(size=(40, 3, 8, 8)).astype(np.float32)
+        for name, size in (("sample", 0), ("c", 3), ("h", 8), ("w", 8)):
+            fh.create_dataset(name, shape=(size,), maxshape=(None,), dtype=np.float32, fillvalue=0)
+            fh[name].make_scale(PLACEHOLDER.replace("8", str(size)))
+    report = run_scan(path)
+    assert codes(report) == set()
+    assert report.summary.items_scanned == 40
+    note = report.info["hdf5.not_scanned"]
+    assert note.startswith("4 datasets not scanned") and "clean.nc:/c (a netCDF-4 dimension without a variable" in note
+
+
+def test_coordinate_variables_are_not_class_labels(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A raster's ``y`` coordinate (a dimension scale) is no label dataset, unless --labels names it."""
+    path = tmp_path / "raster.nc"
+    with h5py.File(path, "w") as fh:
+        fh["ndvi"] = rng.normal(size=(100, 80, 120)).astype(np.float32)
+        for name, values in (("time", np.arange(100.0)), ("y", np.linspace(4.5e6, 4.6e6, 80)), ("x", np.arange(120.0))):
+            fh[name] = values
+            fh[name].make_scale(name)
+            fh["ndvi"].dims[("time", "y", "x").index(name)].attach_scale(fh[name])
+    report = run_scan(path, num_classes=10)
+    assert not {"L001", "L002", "L003"} & codes(report)
+    assert report.labels == []
+    chosen = run_scan(path, labels="y")  # asked for: checked as labels
+    assert "80 labels" in finding(chosen, "L001").locations[0].detail
+
+
+def test_pytables_indexes_are_the_writers_own(tmp_path: Path, rng: np.random.Generator) -> None:
+    """pandas' ``to_hdf(format="table", data_columns=True)`` keeps PyTables indexes under ``_i_<table>``: empty
+    and constant arrays of its own, skipped; the table's columns are scanned."""
+    path = tmp_path / "frame.h5"
+    table = np.zeros(1000, dtype=[("index", "<i8"), ("a", "<f8"), ("b", "<f8")])
+    table["index"] = np.arange(1000)
+    table["a"] = rng.normal(size=1000)
+    table["b"] = rng.normal(size=1000)
+    table["b"][123] = np.nan
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("df/table", data=table).attrs["CLASS"] = np.bytes_(b"TABLE")
+        fh.create_group("df/_i_table").attrs["CLASS"] = np.bytes_(b"TINDEX")
+        index = fh.create_group("df/_i_table/index")
+        index.attrs["CLASS"] = np.bytes_(b"INDEX")
+        index.create_dataset("abounds", shape=(0,), maxshape=(None,), dtype=np.float64)
+        index.create_dataset("indicesLR", data=np.zeros(4096, np.int64))
+        index.create_dataset("sortedLR", data=np.zeros(4096, np.float64))
+    report = run_scan(path)
+    assert codes(report) == {"V001"}
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/df/table['b']", 123)]
+    assert "3 datasets not scanned" in report.info["hdf5.not_scanned"]
+    assert "(a PyTables index)" in report.info["hdf5.not_scanned"]

@@ -11,6 +11,9 @@ from pathlib import Path
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SUFFIXES = frozenset({".h5", ".hdf5", ".hdf", ".he5", ".h5py"})
+MAYBE_SUFFIXES = frozenset({".nc", ".nc4", ".netcdf", ".cdf", ".mat"})
+"""Formats whose files are HDF5 in one version and not in another (netCDF-4 / netCDF-3, MATLAB v7.3 / v5): in a
+folder, such a file is HDF5 when it carries HDF5's signature."""
 LIST_SUFFIXES = frozenset({".txt", ".list", ".lst"})
 SNIFF_LINES = 50
 """Lines of a list file read to tell an HDF5Data list from other lists."""
@@ -36,13 +39,15 @@ def is_hdf5_path(path: Path) -> bool:
     return path.suffix.lower() in SUFFIXES or has_signature(path)
 
 
-def has_hdf5_suffix(name: str) -> bool:
-    return os.path.splitext(name)[1].lower() in SUFFIXES
+def is_hdf5_member(path: Path) -> bool:
+    """Whether a file of a folder is HDF5: by its extension, or for netCDF and MATLAB files by its signature."""
+    suffix = path.suffix.lower()
+    return suffix in SUFFIXES or (suffix in MAYBE_SUFFIXES and has_signature(path))
 
 
 def holds_hdf5(folder: Path) -> bool:
-    """Whether a folder holds an HDF5 file (by its extension), searching down; stops at the first."""
-    return any(has_hdf5_suffix(name) for _, _, names in os.walk(folder) for name in names)
+    """Whether a folder holds an HDF5 file (``is_hdf5_member``), searching down; stops at the first."""
+    return any(is_hdf5_member(Path(root, name)) for root, _, names in os.walk(folder) for name in names)
 
 
 def is_hdf5_source(path: Path) -> bool:

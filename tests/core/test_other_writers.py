@@ -70,3 +70,30 @@ def test_pytables_indexes_are_the_writers_own(tmp_path: Path, rng: np.random.Gen
     assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/df/table['b']", 123)]
     assert "3 datasets not scanned" in report.info["hdf5.not_scanned"]
     assert "(a PyTables index)" in report.info["hdf5.not_scanned"]
+
+
+def test_netcdf4_and_matlab_files_of_a_folder_are_scanned(tmp_path: Path, rng: np.random.Generator) -> None:
+    """netCDF-4 (.nc) and MATLAB v7.3 (.mat, after a 512-byte user block) files are HDF5: a folder scan reads
+    them by their signature; a netCDF-3 or MATLAB v5 file of the same names is no HDF5 and is left alone."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    with h5py.File(folder / "part0.h5", "w") as fh:
+        fh["x"] = rng.normal(size=(100, 4)).astype(np.float32)
+    with h5py.File(folder / "part1.nc", "w") as fh:
+        x = rng.normal(size=(100, 4)).astype(np.float32)
+        x[42, 1] = np.nan
+        fh["x"] = x
+    with h5py.File(folder / "part2.mat", "w", userblock_size=512) as fh:
+        y = rng.normal(size=(4, 100))
+        y[2, 17] = np.inf
+        fh["x"] = y
+    (folder / "old.nc").write_bytes(b"CDF\x01" + bytes(60))  # netCDF-3 classic
+    (folder / "old.mat").write_bytes(b"MATLAB 5.0 MAT-file" + bytes(120))
+    report = run_scan(folder)
+    assert report.source.files == 3
+    assert [(loc.path, loc.index) for loc in finding(report, "V001").locations] == [("part1.nc", 42)]
+    assert [(loc.path, loc.index) for loc in finding(report, "V002").locations] == [("part2.mat", 2)]
+    only = tmp_path / "only"
+    only.mkdir()
+    (folder / "part1.nc").rename(only / "part1.nc")
+    assert [loc.index for loc in finding(run_scan(only), "V001").locations] == [42]  # detected as HDF5

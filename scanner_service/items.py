@@ -28,6 +28,8 @@ class DatasetMeta:
     shape: tuple[int, ...]
     channel_axis: int | None
     channels: int
+    missing: tuple[float, ...] = ()
+    """Values the dataset declares missing (netCDF/CF ``_FillValue``, ``missing_value``), as its dtype holds them."""
 
 
 @dataclass(slots=True)

@@ -121,6 +121,36 @@ def writer_bookkeeping(name: str, obj: h5py.Dataset) -> str | None:
     return None
 
 
+NETCDF_DEFAULT_FILL = 9.969209968386869e36
+"""netCDF's default fill value of float and double variables: netCDF readers mask it without an attribute."""
+
+
+def declared_missing(ds: h5py.Dataset, dtype: np.dtype[Any]) -> tuple[float, ...]:
+    """The values ``ds`` declares missing, as ``dtype`` holds them: its CF ``_FillValue`` and ``missing_value``
+    attributes, and in a netCDF-4 file netCDF's default fill of floats where no ``_FillValue`` is set (netCDF
+    writes it into rows never written; netCDF4 and xarray read all of these as missing, NaN). NaN is left to
+    the NaN check."""
+    found: list[Any] = []
+    try:
+        attrs = ds.attrs
+        for key in ("_FillValue", "missing_value"):
+            if key in attrs:
+                found.extend(np.atleast_1d(np.asarray(attrs[key])).ravel().tolist())
+        if "_FillValue" not in attrs and dtype.kind == "f" and "_NCProperties" in ds.file.attrs:
+            found.append(NETCDF_DEFAULT_FILL)
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError):  # an unreadable attribute declares nothing
+        return ()
+    values: list[float] = []
+    for value in found:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
+            held = np.asarray(value).astype(dtype)
+        if not np.isnan(held) and float(held) not in values and (dtype.kind == "f" or float(held) == value):
+            values.append(float(held))
+    return tuple(values)
+
+
 def is_coordinate(obj: h5py.Dataset) -> bool:
     """A dimension scale (netCDF-4 coordinate variables: ``x``, ``y``, ``time``): coordinates, not labels."""
     return bool("CLASS" in obj.attrs and obj.attrs["CLASS"] == b"DIMENSION_SCALE")
@@ -698,6 +728,7 @@ class _SegmentReader:
             shape=self.shape,
             channel_axis=axis,
             channels=channels,
+            missing=declared_missing(self.ds, self.dtype) if self.field is None else (),
         )
 
     def locate(self, start: int) -> Any:

@@ -97,3 +97,34 @@ def test_netcdf4_and_matlab_files_of_a_folder_are_scanned(tmp_path: Path, rng: n
     only.mkdir()
     (folder / "part1.nc").rename(only / "part1.nc")
     assert [loc.index for loc in finding(run_scan(only), "V001").locations] == [42]  # detected as HDF5
+
+
+def test_declared_missing_values_are_found(tmp_path: Path, rng: np.random.Generator) -> None:
+    """CF readers (xarray, netCDF4) read a dataset's ``_FillValue``/``missing_value`` as missing, NaN; in a
+    netCDF-4 file, rows never written hold netCDF's default fill (9.97e36) and read as missing too."""
+    path = tmp_path / "era.nc"
+    a = rng.normal(size=(100, 4)).astype(np.float32)
+    a[60:] = np.float32(9.969209968386869e36)  # never written: netCDF's default fill
+    b = rng.normal(size=(100, 4))
+    b[[5, 77], 2] = -9999.0
+    c = rng.integers(0, 9, size=(100, 3)).astype(np.int16)
+    c[31, 0] = -1
+    with h5py.File(path, "w") as fh:
+        fh.attrs["_NCProperties"] = np.bytes_(b"version=2,netcdf=4.9.2,hdf5=1.14.3")
+        fh["a"] = a
+        fh["b"] = b
+        fh["b"].attrs["_FillValue"] = np.float64(-9999.0)
+        fh["c"] = c
+        fh["c"].attrs["missing_value"] = np.int16(-1)
+    report = run_scan(path, max_locations=1000)
+    missing = finding(report, "V006")
+    rows = [(loc.dataset, loc.index) for loc in missing.locations]
+    assert rows == [("/a", r) for r in range(60, 100)] + [("/b", 5), ("/b", 77), ("/c", 31)]
+    assert missing.values == 40 * 4 + 2 + 1
+    assert missing.locations[0].detail == "4 values = 9.96921e+36 (declared missing)"
+    assert missing.locations[-1].detail == "1 value = -1 (declared missing)"
+    plain = tmp_path / "plain.h5"  # the same values without a declaration are data
+    with h5py.File(plain, "w") as fh:
+        fh["a"] = a
+        fh["b"] = b
+    assert "V006" not in codes(run_scan(plain))

@@ -64,9 +64,15 @@ def _value_text(lo: Any) -> str:
 
 
 def _constant(im: Image.Image) -> str | None:
-    extrema = im.getextrema()
     if im.mode == "F":
         return None  # judged on the array with the NaN count
+    try:
+        extrema = im.getextrema()
+    except ValueError:  # a mode Pillow computes no extrema for (16-bit big-endian "I;16B"): the pixels say
+        pixels = np.asarray(im)
+        if pixels.size == 0 or pixels.min() != pixels.max():
+            return None
+        return _value_text(pixels.flat[0].item())
     bands: list[Any] = [extrema] if not isinstance(extrema[0], tuple) else list(extrema)
     if all(lo == hi for lo, hi in bands):
         value = _value_text(tuple(lo for lo, _ in bands) if len(bands) > 1 else bands[0][0])
@@ -121,8 +127,10 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
             verdict.orientation = int(value) if isinstance(value, int) else None
         frames = int(getattr(im, "n_frames", 1))
         verdict.frames = frames
-        for i in range(frames):
-            if i:
+        first = int(getattr(im, "_min_frame", 0))  # a PSD numbers its layers from 1 (0 is none)
+        # the image as opened, then every frame (a PSD's merged image, then each of its layers)
+        for i in (None, *range(first or 1, first + frames)):
+            if i is not None:
                 im.seek(i)
                 w, h = im.size
                 if w * h > max_pixels:
@@ -131,10 +139,10 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
             im.load()
             if im.mode == "F":
                 _float_frame(im, verdict)
-            elif i == 0 and frames == 1 and constant:
+            elif i is None and frames == 1 and constant:
                 verdict.constant = _constant(im)
         if frames > 1:
-            im.seek(0)
+            im.seek(first)
         if verdict.mode == "P" and "transparency" in im.info:
             verdict.unusual = "P with transparency: a palette image whose alpha convert('RGB') drops"
         elif verdict.mode in UNUSUAL_MODES:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from imagetools import codes, finding, jpeg, scan_dir, scan_start
+from imagetools import codes, finding, jpeg, places, scan_dir, scan_start
 
 from tests.conftest import cli_json
 
@@ -78,3 +78,51 @@ def test_list_labels_are_ascii_numbers(write: Write, rng: np.random.Generator) -
     assert [loc.line for loc in bad.locations] == [2, 3, 5]
     assert bad.locations[2].detail.startswith("no path before the label '1'")
     assert [row.label for row in report.labels[0].histogram] == [0, 1]
+
+
+def _layered_psd(layers: list[tuple[int, int, int]], w: int = 8, h: int = 6) -> bytes:
+    """A Photoshop file with RGB layers, as the PSD specification lays it out (raw channel data)."""
+    import struct
+
+    records, pixels = b"", b""
+    for k, rgb in enumerate(layers):
+        records += struct.pack(">iiiiH", 0, 0, h, w, 3)
+        records += b"".join(struct.pack(">hI", ch, 2 + w * h) for ch in range(3))
+        extra = struct.pack(">II", 0, 0) + bytes([1, 65 + k, 0, 0])  # no mask, no blending ranges; a name
+        records += b"8BIMnorm" + bytes([255, 0, 0, 0]) + struct.pack(">I", len(extra)) + extra
+        pixels += b"".join(struct.pack(">H", 0) + bytes([rgb[ch]]) * (w * h) for ch in range(3))
+    info = struct.pack(">h", len(layers)) + records + pixels
+    info += b"\x00" * (len(info) % 2)
+    block = struct.pack(">I", len(info)) + info + struct.pack(">I", 0)
+    head = b"8BPS" + struct.pack(">H6xHIIHH", 1, 3, h, w, 8, 3) + struct.pack(">II", 0, 0)
+    merged = struct.pack(">H", 0) + bytes([10]) * (w * h) + bytes([20]) * (w * h) + bytes([30]) * (w * h)
+    return head + struct.pack(">I", len(block)) + block + merged
+
+
+def test_valid_16bit_big_endian_tiffs_and_layered_psds_are_no_errors(write: Write, rng: np.random.Generator) -> None:
+    """Pillow computes no extrema for 16-bit big-endian ("I;16B") images, and numbers a PSD's layers from 1:
+    both were false corrupt-image errors on valid files (microscopy and remote-sensing TIFFs are often "MM")."""
+    import io
+
+    from PIL import Image
+
+    def tiff(pixels: np.ndarray) -> bytes:
+        out = io.BytesIO()
+        image = Image.frombytes("I;16B", pixels.shape[::-1], pixels.astype(">u2").tobytes())
+        image.save(out, "TIFF")  # "MM", as Pillow writes it without libtiff
+        return out.getvalue()
+
+    varied = tiff(rng.integers(0, 65535, size=(40, 50)))
+    assert Image.open(io.BytesIO(varied)).mode == "I;16B"
+    write("imgs/varied.tif", varied)
+    write("imgs/flat.tif", tiff(np.full((40, 50), 1234)))
+    folder = write("imgs/layers.psd", _layered_psd([(200, 0, 0), (0, 200, 0), (0, 0, 200)])).parent
+    with Image.open(folder / "layers.psd") as im:
+        assert (im.format, im.n_frames) == ("PSD", 3)
+    report = scan_dir(folder)
+    assert not {"I002", "I003"} & codes(report)
+    assert places(report, "I010") == ["flat.tif", "varied.tif"]  # 16-bit: unusual mode, nothing worse
+    assert places(report, "I008") == ["flat.tif"]  # constant-image still judged on the pixels
+    broken = _layered_psd([(200, 0, 0), (0, 200, 0)])
+    write("bad/cut.psd", broken[: len(broken) - 200])
+    assert places(scan_dir(folder.parent / "bad"), "I003") == ["cut.psd"]

@@ -40,10 +40,13 @@ ORIENTATION_TAG = 0x0112
 
 
 @contextmanager
-def _own_limits() -> Iterator[None]:
-    """Pillow's bomb check off (the caller checked the declared size), and its warnings recorded."""
+def _own_limits(max_pixels: int | None = None) -> Iterator[None]:
+    """Pillow's bomb check at dscan's limit (``max_pixels``; off when None). The declared size of the file is
+    checked before decoding; this catches the images nested inside another (an ICNS or ICO icon holds PNG or
+    JPEG 2000 images that Pillow opens on its own): Pillow raises DecompressionBombError above twice its
+    ``MAX_IMAGE_PIXELS``."""
     saved = Image.MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = None
+    Image.MAX_IMAGE_PIXELS = None if max_pixels is None else max(1, max_pixels // 2)
     try:
         yield
     finally:
@@ -94,16 +97,18 @@ def judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool = False, 
     """Decode every frame with Pillow and fill ``verdict`` (as the fallback judge: keep the format).
     ``constant=False``: a second opinion on damage only, which skips the constant-image test."""
     verdict.judge = "pillow"
-    with _own_limits(), warnings.catch_warnings(record=True) as caught:
+    with _own_limits(max_pixels), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             _judge(data, verdict, max_pixels, fallback, constant)
         except MemoryError:
             verdict.error = "out of memory while decoding"
+        except Image.DecompressionBombError as exc:  # an image nested inside the file (see _own_limits)
+            verdict.bomb = f"a nested image: {exc}"
         except Exception as exc:  # whatever a decoder raises is the verdict on this file
             verdict.error = _reason(exc)
     for w in caught:
-        if issubclass(w.category, DeprecationWarning):
+        if issubclass(w.category, DeprecationWarning | Image.DecompressionBombWarning):
             continue
         message = str(w.message)
         if message not in verdict.damage:

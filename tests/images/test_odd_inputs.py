@@ -126,3 +126,24 @@ def test_valid_16bit_big_endian_tiffs_and_layered_psds_are_no_errors(write: Writ
     broken = _layered_psd([(200, 0, 0), (0, 200, 0)])
     write("bad/cut.psd", broken[: len(broken) - 200])
     assert places(scan_dir(folder.parent / "bad"), "I003") == ["cut.psd"]
+
+
+def test_a_bomb_nested_in_an_icon_is_a_bomb_found_without_decoding(write: Write) -> None:
+    """An ICO (or ICNS) icon holds PNG images that Pillow opens on its own: a small icon whose inner PNG
+    declares gigapixels is a decompression bomb (it took gigabytes and seconds), not a corrupt file."""
+    import struct
+    import zlib
+
+    from imagetools import chunk
+
+    inner = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 65535, 65535, 8, 2, 0, 0, 0))
+    inner += chunk(b"IDAT", zlib.compress(b"\x00" * 1024)) + chunk(b"IEND", b"")
+    icon = struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", 0, 0, 0, 0, 1, 32, len(inner), 22) + inner
+    folder = write("icons/favicon.ico", icon).parent
+    report = scan_dir(folder)
+    assert places(report, "I007") == ["favicon.ico"]
+    assert (
+        "4,294,836,225" in finding(report, "I007").locations[0].detail
+        or "4294836225" in finding(report, "I007").locations[0].detail
+    )
+    assert "I003" not in codes(report)

@@ -40,7 +40,7 @@ from ..statistics import channel_layout
 from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_chunks import ChunkIndex, chunk_index
-from .hdf5_files import is_hdf5_member, is_hdf5_source
+from .hdf5_files import folder_counts, is_hdf5_member, is_hdf5_source
 
 ZLIB_ERROR: type[Exception] = deflate.DeflateError
 """What libdeflate raises for damaged data (a bad stream, a wrong Adler-32, more data than the chunk holds)."""
@@ -351,6 +351,13 @@ class Hdf5Source(Source):
         for stream, tally in partial.labels.items():
             tally.path = "." if multi else tally.path
             tally.dataset = stream
+        if self.path.is_dir():
+            images = folder_counts(self.path)[1]
+            if images:
+                partial.info["hdf5.images_not_scanned"] = (
+                    f"{images} image file{'s' if images > 1 else ''} below this folder not scanned (it holds more "
+                    "HDF5 files): scan an image folder on its own"
+                )
         if self._unscanned:
             count = len(self._unscanned)
             shown = ", ".join(self._unscanned[:UNSCANNED_SHOWN])

@@ -45,9 +45,27 @@ def is_hdf5_member(path: Path) -> bool:
     return suffix in SUFFIXES or (suffix in MAYBE_SUFFIXES and has_signature(path))
 
 
+def folder_counts(folder: Path) -> tuple[int, int]:
+    """How many HDF5 files (``is_hdf5_member``) and how many image files (by extension) a folder holds,
+    searching down."""
+    from ..imaging.sniff import IMAGE_EXTENSIONS
+
+    hdf5 = images = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            suffix = os.path.splitext(name)[1].lower()
+            if suffix in IMAGE_EXTENSIONS:
+                images += 1
+            elif is_hdf5_member(Path(root, name)):
+                hdf5 += 1
+    return hdf5, images
+
+
 def holds_hdf5(folder: Path) -> bool:
-    """Whether a folder holds an HDF5 file (``is_hdf5_member``), searching down; stops at the first."""
-    return any(is_hdf5_member(Path(root, name)) for root, _, names in os.walk(folder) for name in names)
+    """Whether a folder is an HDF5 dataset: it holds HDF5 files, at least as many as image files (a stray
+    ``.h5`` in an image folder does not turn it into an HDF5 dataset, whose scan would skip every image)."""
+    hdf5, images = folder_counts(folder)
+    return hdf5 > 0 and hdf5 >= images
 
 
 def is_hdf5_source(path: Path) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from scanner_service.config import ScanConfig
 from scanner_service.errors import UnsupportedSource
 from scanner_service.sources import CLASSES, DETECTION, detect_kind, open_source
-from tests.conftest import write_h5
+from tests.conftest import finding, run_scan, write_h5
 
 PROBE = """
 import sys
@@ -45,3 +45,30 @@ def test_unknown_kinds_and_paths_are_clear_errors(tmp_path: Path) -> None:
         detect_kind(tmp_path / "notes.md")
     with pytest.raises(UnsupportedSource, match="unknown dataset kind 'parquet'"):
         open_source(tmp_path, ScanConfig(), kind="parquet")
+
+
+def test_a_stray_hdf5_file_does_not_hide_an_image_folder(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A folder is an HDF5 dataset when HDF5 files are at least as many as images: one ``features.h5`` among
+    an ImageFolder's images left every image unscanned and the scan passed. The other way round, images
+    beside HDF5 files are named as not scanned."""
+    from PIL import Image
+
+
+    images = tmp_path / "images"
+    for cls in ("cat", "dog"):
+        (images / cls).mkdir(parents=True)
+        Image.fromarray(rng.integers(0, 255, (40, 40, 3), dtype=np.uint8)).save(images / cls / "a.png")
+    (images / "dog" / "b.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(40))  # damaged
+    write_h5(images / "dog" / "features.h5", {"x": rng.normal(size=(10, 4)).astype(np.float32)})
+    assert detect_kind(images) == "images"
+    report = run_scan(images)
+    assert [loc.path for loc in finding(report, "I003").locations] == ["dog/b.png"]
+    arrays = tmp_path / "arrays"
+    arrays.mkdir()
+    for k in range(2):
+        write_h5(arrays / f"part{k}.h5", {"x": rng.normal(size=(10, 4)).astype(np.float32)})
+    Image.fromarray(rng.integers(0, 255, (40, 40, 3), dtype=np.uint8)).save(arrays / "preview.png")
+    assert detect_kind(arrays) == "hdf5"
+    report = run_scan(arrays)
+    assert report.source.files == 2
+    assert report.info["hdf5.images_not_scanned"].startswith("1 image file below this folder not scanned")

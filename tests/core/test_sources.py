@@ -53,7 +53,6 @@ def test_a_stray_hdf5_file_does_not_hide_an_image_folder(tmp_path: Path, rng: np
     beside HDF5 files are named as not scanned."""
     from PIL import Image
 
-
     images = tmp_path / "images"
     for cls in ("cat", "dog"):
         (images / cls).mkdir(parents=True)

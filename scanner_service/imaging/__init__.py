@@ -97,6 +97,7 @@ def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pi
     damaged = damaged_png_signature(data[:24])
     if damaged is not None:
         verdict.format = "png"
+        verdict.judge = "png"  # judged here, by the PNG structure check's signature test
         verdict.error = damaged
         return
     what, certain = content(data[:512])

@@ -213,7 +213,10 @@ def damaged_png_signature(head: bytes | memoryview) -> str | None:
     endings converted (CR LF to LF, LF to CR LF), a control byte dropped."""
     h = bytes(head[:24])
     at = h.find(b"IHDR", 8)
-    if h[:8] == PNG_SIGNATURE or not 9 <= at <= 16 or b"PN" not in h[:4].upper():
+    if h[:8] == PNG_SIGNATURE or not 9 <= at <= 16:
+        return None
+    sized = h[at - 4 : at] == b"\x00\x00\x00\x0d"  # IHDR's own length: 13 bytes
+    if not (sized or b"PN" in h[:4].upper() or b"NG" in h[:4].upper()):
         return None
     if at != 12:
         hint = f"{'inserted' if at > 12 else 'dropped'}: line endings converted (a transfer in text mode?)"

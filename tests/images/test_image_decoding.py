@@ -14,7 +14,7 @@ import pytest
 from imagetools import chunk, encode, jpeg, natural, png, png_bytes, zero_block
 from PIL import Image
 
-from scanner_service.imaging import decoder_entry, inspect_image
+from scanner_service.imaging import decoder_entry, inspect_image, judge_label
 from scanner_service.imaging.jpeg import end_of_image, parse_header
 from scanner_service.imaging.sniff import certainly_no_image
 
@@ -412,6 +412,7 @@ def test_png_with_a_damaged_signature_is_a_corrupt_png() -> None:
     cases = {
         "top bit cleared": (bytes([0x09]) + good[1:], "first byte lost its top bit"),
         "lowercase letter": (good[:3] + b"g" + good[4:], "bytes changed"),
+        "P changed to Q (PngSuite xs2n0g01)": (good[:1] + b"Q" + good[2:], "bytes changed"),
         "CR added": (good[:4] + b"\r" + good[4:], "bytes inserted: line endings converted"),
         "CR LF to LF": (good[:4] + good[5:], "bytes dropped: line endings converted"),
     }
@@ -419,6 +420,7 @@ def test_png_with_a_damaged_signature_is_a_corrupt_png() -> None:
         v = inspect_image(data, "x.png")
         assert v.format == "png" and v.error is not None, name
         assert v.error.startswith("damaged PNG signature") and reason in v.error, (name, v.error)
+        assert judge_label(v) == "PNG structure check"  # no decoder was asked
     assert inspect_image(b"<html>PNG IHDR</html>" + good, "x.png").format is None  # not a PNG at all
 
 

@@ -151,6 +151,11 @@ def declared_missing(ds: h5py.Dataset, dtype: np.dtype[Any]) -> tuple[float, ...
     return tuple(values)
 
 
+def _is_text(dtype: np.dtype[Any]) -> bool:
+    """Fixed-length bytes, or variable-length strings (h5py's object dtype)."""
+    return dtype.kind in "SU" or h5py.check_string_dtype(dtype) is not None
+
+
 def is_coordinate(obj: h5py.Dataset) -> bool:
     """A dimension scale (netCDF-4 coordinate variables: ``x``, ``y``, ``time``): coordinates, not labels."""
     return bool("CLASS" in obj.attrs and obj.attrs["CLASS"] == b"DIMENSION_SCALE")
@@ -331,6 +336,7 @@ class Hdf5Source(Source):
     def plan(self) -> Plan:
         partial = Partial(cap=self.config.max_locations)
         self._unscanned: list[str] = []
+        self._text_labels: list[str] = []
         files = self.list_files(partial)
         segments: list[dict[str, Any]] = []
         stream_offsets: dict[str, int] = {}
@@ -342,6 +348,11 @@ class Hdf5Source(Source):
                 total_bytes += seg["bytes"]
                 total_items += seg["stop"] - seg["start"]
             segments.extend(found)
+        if self.config.labels and not partial.labels and segments and self._text_labels:
+            raise ConfigError(
+                f"labels {self.config.labels!r}: {self._text_labels[0]} holds class names as text; the label checks "
+                "need integer class ids (store the index of each name, and the names in an attribute)"
+            )
         if self.config.labels and not partial.labels and segments:
             raise ConfigError(
                 f"labels {self.config.labels!r}: no dataset of that name with one label per sample (shape N or "
@@ -450,6 +461,9 @@ class Hdf5Source(Source):
                 return
             if dtype.kind not in "fiu" and not numeric_fields and not array:
                 unscanned = _unscanned_kind(dtype)
+                if unscanned is None and is_label_name(shown, self.config.labels) and _is_text(dtype):
+                    unscanned = "class names as text: the label checks need integer class ids"
+                    self._text_labels.append(f"{rel}:{shown}")
                 if unscanned is not None:
                     not_scanned.append(f"{rel}:{shown} ({unscanned})")
                 return
@@ -474,7 +488,12 @@ class Hdf5Source(Source):
                 for f in numeric_fields:
                     sub = dtype[f]
                     named = f"{shown}['{f}']"
-                    found.append(_Dataset(named, (*(shape or (1,)), *sub.shape), sub.base, None, False, full, f))
+                    one = len(shape) == 1 and sub.shape == ()
+                    chosen = (
+                        is_label_name(named, self.config.labels) if self.config.labels else f.lower() in LABEL_NAMES
+                    )
+                    rows = (*(shape or (1,)), *sub.shape)
+                    found.append(_Dataset(named, rows, sub.base, None, one and chosen, full, f))
                 return
             if array:  # read as HDF5 hands them over: (N, ...) elements of shape S are (N, ..., *S) values
                 base, inner = dtype.subdtype
@@ -1147,14 +1166,17 @@ class _SegmentReader:
     def _label_blocks(self) -> Iterator[Any]:
         start, stop = self.seg["start"], self.seg["stop"]
         step = max(1, self.block_bytes // max(1, self.dtype.itemsize))
+        source = self.ds if self.field is None else self.ds.fields(self.field)  # a table's label column
+
+        def rows(a: int, b: int) -> np.ndarray[Any, Any]:
+            return np.asarray(source[a:b]).reshape(b - a)
+
         for r in range(start, stop, step):
             n = min(step, stop - r)
             try:
-                values = np.asarray(self.ds[r : r + n]).reshape(n)
+                values = rows(r, r + n)
             except (OSError, RuntimeError, ValueError) as exc:
-                yield from self._isolate_rows(
-                    r, r + n, lambda a, b: np.asarray(self.ds[a:b]).reshape(b - a), self._label_block, exc
-                )
+                yield from self._isolate_rows(r, r + n, rows, self._label_block, exc)
                 continue
             yield self._label_block(values, r)
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pytest
 
+from scanner_service.errors import ConfigError
 from tests.conftest import codes, finding, run_scan
 
 PLACEHOLDER = "This is a netCDF dimension but not a netCDF variable.         8"
@@ -128,3 +130,41 @@ def test_declared_missing_values_are_found(tmp_path: Path, rng: np.random.Genera
         fh["a"] = a
         fh["b"] = b
     assert "V006" not in codes(run_scan(plain))
+
+
+def test_a_label_column_of_a_table_is_checked_as_labels(tmp_path: Path, rng: np.random.Generator) -> None:
+    """pandas' ``to_hdf(format="table", data_columns=["label"])`` stores the label as a column of the table:
+    checked as class labels (named by --labels as ``/df/table['label']`` too), the other columns as data."""
+    path = tmp_path / "frame.h5"
+    table = np.zeros(1000, dtype=[("index", "<i8"), ("x", "<f8"), ("label", "<i8")])
+    table["x"] = rng.normal(size=1000)
+    table["label"] = np.arange(1000) % 3
+    table["label"][[5, 900]] = [-1, 7]
+    with h5py.File(path, "w") as fh:
+        fh["df/table"] = table
+    report = run_scan(path, num_classes=3)
+    invalid = finding(report, "L002")
+    assert [(loc.dataset, loc.index) for loc in invalid.locations] == [
+        ("/df/table['label']", 5),
+        ("/df/table['label']", 900),
+    ]
+    (labels,) = report.labels
+    assert labels.dataset == "/df/table['label']"
+    named = run_scan(path, labels="/df/table['label']")
+    assert [loc.index for loc in finding(named, "L002").locations] == [5]  # -1; no class count given
+
+
+def test_class_names_stored_as_text_are_named_not_checked(tmp_path: Path, rng: np.random.Generator) -> None:
+    """Labels stored as strings are no class ids: the report says so, and --labels naming them says why the
+    label checks cannot run (it used to say there was no such dataset)."""
+    path = tmp_path / "names.h5"
+    with h5py.File(path, "w") as fh:
+        fh["data"] = rng.normal(size=(80, 3)).astype(np.float32)
+        fh["label"] = np.array([b"cat", b"dog"] * 40)
+        fh["names"] = np.array([b"a"] * 80)  # text that no one calls labels: no word about it
+    report = run_scan(path)
+    assert report.info["hdf5.not_scanned"] == (
+        "1 dataset not scanned: names.h5:/label (class names as text: the label checks need integer class ids)"
+    )
+    with pytest.raises(ConfigError, match="holds class names as text"):
+        run_scan(path, labels="label")

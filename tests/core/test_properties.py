@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import tempfile
 from pathlib import Path
@@ -17,15 +18,25 @@ from scanner_service.partial import Partial
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+class Close(float):
+    """A mean or std as float merging keeps it: the order of the sums moves the last digits of float32 data, so
+    two are equal within a relative 1e-5. (Rounding both to 3 decimals failed when a value sat on a boundary.)"""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, float) and math.isclose(self, other, rel_tol=1e-5, abs_tol=1e-7)
+
+    __hash__ = float.__hash__
+
+
 def comparable(report_json: dict) -> dict:
-    """The report without timings, and with statistics rounded to what float merging keeps."""
+    """The report without timings, and with means and stds compared as float merging keeps them (``Close``)."""
     out = {k: v for k, v in report_json.items() if k not in ("created", "config")}
     out["summary"] = {k: v for k, v in out["summary"].items() if k not in ("duration_s", "shards")}
     for stats in out["statistics"]:
         for key in ("mean", "std"):
-            stats[key] = None if stats[key] is None else round(stats[key], 3)
+            stats[key] = None if stats[key] is None else Close(stats[key])
         stats["channels"] = [
-            {k: (round(v, 3) if isinstance(v, float) and k in ("mean", "std") else v) for k, v in ch.items()}
+            {k: (Close(v) if isinstance(v, float) and k in ("mean", "std") else v) for k, v in ch.items()}
             for ch in stats["channels"]
         ]
     return out

@@ -24,8 +24,9 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-NOTES = ("hdf5.not_scanned", "images.skipped")
-"""Report ``info`` entries the text format shows: what the scan left out, so that a pass is read right."""
+NOTES = ("hdf5.not_scanned", "hdf5.images_not_scanned", "hdf5.matlab", "images.skipped")
+"""Report ``info`` entries the text format shows: what the scan left out, and how to read its indices, so that
+a pass is read right."""
 
 
 def render(report: Report, color: bool = False, width: int = 100) -> str:

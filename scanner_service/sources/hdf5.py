@@ -151,6 +151,15 @@ def declared_missing(ds: h5py.Dataset, dtype: np.dtype[Any]) -> tuple[float, ...
     return tuple(values)
 
 
+def is_matlab(path: Path) -> bool:
+    """A MATLAB v7.3 MAT-file: HDF5 after a user block that starts with MATLAB's text header."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(19) == b"MATLAB 7.3 MAT-file"
+    except OSError:
+        return False
+
+
 def _is_text(dtype: np.dtype[Any]) -> bool:
     """Fixed-length bytes, or variable-length strings (h5py's object dtype)."""
     return dtype.kind in "SU" or h5py.check_string_dtype(dtype) is not None
@@ -337,6 +346,7 @@ class Hdf5Source(Source):
         partial = Partial(cap=self.config.max_locations)
         self._unscanned: list[str] = []
         self._text_labels: list[str] = []
+        self._matlab: list[str] = []
         files = self.list_files(partial)
         segments: list[dict[str, Any]] = []
         stream_offsets: dict[str, int] = {}
@@ -369,6 +379,13 @@ class Hdf5Source(Source):
                     f"{images} image file{'s' if images > 1 else ''} below this folder not scanned (it holds more "
                     "HDF5 files): scan an image folder on its own"
                 )
+        if self._matlab:
+            shown = ", ".join(self._matlab[:UNSCANNED_SHOWN]) + (" ..." if len(self._matlab) > UNSCANNED_SHOWN else "")
+            partial.info["hdf5.matlab"] = (
+                f"MATLAB v7.3 file{'s' if len(self._matlab) > 1 else ''} ({shown}): MATLAB stores arrays "
+                "column-major, so HDF5 and this report see them transposed: an index counts along MATLAB's last dimension (for a "
+                "samples × features matrix, the index is the feature), and a column vector of labels is a 1×N row"
+            )
         if self._unscanned:
             count = len(self._unscanned)
             shown = ", ".join(self._unscanned[:UNSCANNED_SHOWN])
@@ -399,6 +416,8 @@ class Hdf5Source(Source):
                 return []
             with open_h5(path) as fh:
                 datasets = self._walk(fh, path, rel, line, partial)
+                if fh.userblock_size and is_matlab(path):
+                    self._matlab.append(rel)
         except (OSError, RuntimeError, ValueError, KeyError) as exc:
             partial.add("S001", where.model_copy(update={"detail": f"not a readable HDF5 file: {exc}"}))
             return []

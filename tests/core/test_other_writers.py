@@ -168,3 +168,22 @@ def test_class_names_stored_as_text_are_named_not_checked(tmp_path: Path, rng: n
     )
     with pytest.raises(ConfigError, match="holds class names as text"):
         run_scan(path, labels="label")
+
+
+def test_a_matlab_file_says_its_arrays_are_transposed(tmp_path: Path, rng: np.random.Generator) -> None:
+    """MATLAB v7.3 stores a samples × features matrix as features × samples HDF5: the report says how to read
+    its indices (they count along MATLAB's last dimension)."""
+    path = tmp_path / "train.mat"
+    with h5py.File(path, "w", userblock_size=512) as fh:
+        x = rng.normal(size=(20, 1000))  # MATLAB's 1000×20
+        x[3, 500] = np.nan
+        fh["X"] = x
+    with path.open("r+b") as fh:
+        fh.write(b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Mon Nov 23 2026 HDF5 schema 1.00 .")
+    report = run_scan(path)
+    assert [loc.index for loc in finding(report, "V001").locations] == [3]
+    assert report.info["hdf5.matlab"].startswith("MATLAB v7.3 file (train.mat): MATLAB stores arrays column-major")
+    plain = tmp_path / "plain.h5"  # a user block without MATLAB's header: no such note
+    with h5py.File(plain, "w", userblock_size=512) as fh:
+        fh["X"] = rng.normal(size=(20, 10))
+    assert "hdf5.matlab" not in run_scan(plain).info

@@ -383,8 +383,9 @@ class Hdf5Source(Source):
             shown = ", ".join(self._matlab[:UNSCANNED_SHOWN]) + (" ..." if len(self._matlab) > UNSCANNED_SHOWN else "")
             partial.info["hdf5.matlab"] = (
                 f"MATLAB v7.3 file{'s' if len(self._matlab) > 1 else ''} ({shown}): MATLAB stores arrays "
-                "column-major, so HDF5 and this report see them transposed: an index counts along MATLAB's last dimension (for a "
-                "samples × features matrix, the index is the feature), and a column vector of labels is a 1×N row"
+                "column-major, so HDF5 and this report see them transposed: an index counts along MATLAB's last "
+                "dimension (for a samples × features matrix, the index is the feature), and a column vector of "
+                "labels is a 1×N row"
             )
         if self._unscanned:
             count = len(self._unscanned)

@@ -22,6 +22,7 @@ import re
 import stat
 from pathlib import Path
 
+from ..errors import SourceNotFound, UnsupportedSource
 from ..imaging.sniff import IMAGE_EXTENSIONS
 from ..location import Location
 from ..partial import LabelTally, Partial
@@ -34,15 +35,27 @@ PATH_COLUMNS = ("path", "filepath", "file_path", "filename", "file_name", "file"
 LABEL_COLUMNS = ("label", "labels", "class", "class_id", "classid", "target", "y", "category", "category_id")
 
 
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+"""Excel's "Unicode text" saves UTF-16 with a byte-order mark."""
+
+
+def _decode(raw: bytes) -> str:
+    """A list file's text: UTF-16 after its byte-order mark, else UTF-8 (a BOM dropped); bytes that are no
+    UTF-8 (a Latin-1 file name) are kept as they are (surrogate escapes), so the file they name is found."""
+    if raw.startswith(UTF16_BOMS):
+        return raw.decode("utf-16", "replace")
+    return raw.decode("utf-8-sig", "surrogateescape")
+
+
 def _head_lines(path: Path) -> list[str]:
     try:
         with path.open("rb") as fh:
             head = fh.read(64 << 10)
     except OSError:
         return []
-    if is_binary(head):
+    if is_binary(head) and not head.startswith(UTF16_BOMS):
         return []
-    return [ln for ln in head.decode("utf-8-sig", "replace").splitlines() if ln.strip()][:SNIFF_LINES]
+    return [ln for ln in _decode(head).splitlines() if ln.strip()][:SNIFF_LINES]
 
 
 def _is_image_path(text: str) -> bool:
@@ -89,6 +102,45 @@ def _number(token: str) -> int | float | None:
     return None
 
 
+def _caffe_misreads(text: str, entry: str, token: str) -> str | None:
+    """How Caffe's parser (the path before the last space, the label after it) reads a line otherwise than as
+    ``entry`` and ``token``: a tab or a no-break space before the label, two spaces, spaces around the line."""
+    pos = text.rfind(" ")
+    path, label = (text[:pos], text[pos + 1 :]) if pos >= 0 else (text, text)
+    if path == entry and label == token:
+        return None
+    if pos < 0:
+        return f"the label is not separated by a space: Caffe reads the whole line {text!r} as the path"
+    return f"Caffe reads the path as {path!r} and the label as {label!r} (expected 'path label', one space)"
+
+
+def _is_im2rec(lines: list[tuple[int, str]]) -> bool:
+    """Whether most lines are MXNet im2rec's ``index<TAB>label<TAB>path``."""
+    texts = [text for _, text in lines if text.strip()]
+    hits = 0
+    for text in texts[:SNIFF_LINES]:
+        fields = text.split("\t")
+        hits += len(fields) >= 3 and bool(INTEGER.fullmatch(fields[0].strip())) and _is_image_path(fields[-1])
+    return bool(texts) and hits * 2 > min(len(texts), SNIFF_LINES)
+
+
+def _path_column(name: str, header: list[str], records: list[list[str]]) -> int:
+    """The column of image paths when the header names none of PATH_COLUMNS: the one whose values are image
+    file names (Kaggle's ``image_id`` of ``1000015157.jpg``). Raises UnsupportedSource when there is none."""
+    sample = [r for r in records[:SNIFF_LINES] if any(f.strip() for f in r)]
+    for col in range(len(header)):
+        hits = sum(1 for r in sample if col < len(r) and _is_image_path(r[col]))
+        if sample and hits * 2 > len(sample):
+            return col
+    columns = ", ".join(repr(h) for h in header)
+    raise UnsupportedSource(
+        f"{name}: no column of image paths: the header has {columns}, and no column's values are image file names "
+        f"(a column named one of {', '.join(PATH_COLUMNS)}, or of names such as 'a/b.jpg'; ids without an "
+        "extension need a column of file names added)",
+        "",
+    )
+
+
 class ImageListSource(ImageFilesSource):
     """A Caffe-style image list or a CSV of image paths and labels."""
 
@@ -102,13 +154,8 @@ class ImageListSource(ImageFilesSource):
         lines = _head_lines(path)
         if not lines:
             return False
-        if suffix in CSV_SUFFIXES:
-            header = next(csv.reader([lines[0]], delimiter=_dialect(path, lines[0])))
-            path_col, _ = _columns(header)
-            if path_col is not None:
-                return True
-            rows = list(csv.reader(lines[1:], delimiter=_dialect(path, lines[0])))
-            return any(_is_image_path(field) for row in rows[:5] for field in row)
+        if suffix in CSV_SUFFIXES:  # named as a dataset: read as one, and what it lacks is said in words
+            return True
         if suffix not in LIST_SUFFIXES or looks_like_hdf5_list(path):
             return False
         hits = sum(1 for ln in lines if _is_image_path(split_line(ln)[0]))
@@ -137,6 +184,8 @@ class ImageListSource(ImageFilesSource):
         return [Path(os.path.join(root, e.path)) for e in self.entries(Partial())]
 
     def entries(self, partial: Partial) -> list[Entry]:
+        if self.config.root and not Path(self.config.root).is_dir():
+            raise SourceNotFound(f"--root {self.config.root}: no such folder (the list's paths are relative to it)")
         rows = self._csv_rows(partial) if self.is_csv else self._list_rows(partial)
         labels = [label for _, _, label in rows if label is not None]
         names = sorted({x for x in labels if isinstance(x, str)})
@@ -185,14 +234,26 @@ class ImageListSource(ImageFilesSource):
         partial.add("S005", Location(path=self.list_name, line=line, detail=detail))
 
     def _list_rows(self, partial: Partial) -> list[tuple[int, str, int | float | str | None]]:
-        with self.path.open("r", encoding="utf-8-sig", errors="replace", newline="") as fh:
-            lines = [(n, raw.rstrip("\r\n")) for n, raw in enumerate(fh, start=1)]
+        text_all = _decode(self.path.read_bytes())
+        lines = [(n, raw.rstrip("\r")) for n, raw in enumerate(text_all.split("\n"), start=1)]
+        if lines and not lines[-1][1]:
+            lines.pop()  # the end of the last line
+        if _is_im2rec(lines):
+            return self._im2rec_rows(partial, lines)
+        for n, text in lines:
+            if not text.strip():  # std::getline hands Caffe an empty line: an empty path
+                self._syntax(partial, n, "blank line: Caffe reads an empty path here (ImageDataLayer stops)")
         parsed = [(n, text, *split_line(text)) for n, text in lines if text.strip()]
         labelled = any(token is not None for _, _, _, token in parsed)
+        tabbed = labelled and all("\t" in text and " " not in text.strip() for _, text, _, _ in parsed)
         rows: list[tuple[int, str, int | float | str | None]] = []
         for n, text, entry, token in parsed:
             if not labelled:
                 rows.append((n, entry, None))
+                continue
+            misread = None if tabbed or token is None else _caffe_misreads(text, entry, token)
+            if misread is not None:
+                self._syntax(partial, n, misread)
                 continue
             if token is None:
                 if text[:1].isspace() and _number(entry) is not None:  # " 3": Caffe reads an empty path
@@ -208,25 +269,29 @@ class ImageListSource(ImageFilesSource):
         return rows
 
     def _csv_rows(self, partial: Partial) -> list[tuple[int, str, int | float | str | None]]:
-        text = self.path.read_text(encoding="utf-8-sig", errors="replace")
-        first = text.split("\n", 1)[0]
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=_dialect(self.path, first))
+        text = _decode(self.path.read_bytes())
+        body = text.lstrip("\r\n")  # blank lines before the header, which pandas skips too
+        skipped = text[: len(text) - len(body)].count("\n")
+        first = body.split("\n", 1)[0]
+        reader = csv.reader(io.StringIO(body, newline=""), delimiter=_dialect(self.path, first))
         header = next(reader, None)
         if header is None:
             return []
+        records = [(reader.line_num + skipped, record) for record in reader]
         path_col, label_col = _columns(header)
         if path_col is None:
-            self._syntax(partial, 1, f"no path column in the header (one of: {', '.join(PATH_COLUMNS)})")
-            return []
+            path_col = _path_column(self.path.name, header, [record for _, record in records])
         rows: list[tuple[int, str, int | float | str | None]] = []
         raw_labels: list[tuple[int, str, str]] = []
-        for record in reader:
-            n = reader.line_num
+        for n, record in records:
             if not any(field.strip() for field in record):
                 continue
             needed = max(path_col, label_col if label_col is not None else 0)
             if len(record) <= needed:
                 self._syntax(partial, n, f"{len(record)} fields, the header has {len(header)}")
+                continue
+            if any(field.strip() for field in record[len(header) :]):  # pandas refuses such a row too
+                self._syntax(partial, n, f"{len(record)} fields, the header has {len(header)} (an unquoted comma?)")
                 continue
             entry = record[path_col].strip()
             if not entry:
@@ -241,9 +306,32 @@ class ImageListSource(ImageFilesSource):
                 continue
             raw_labels.append((n, entry, token))
         numbers = [_number(t) for _, _, t in raw_labels]
-        if all(x is not None for x in numbers):
-            rows += [(n, e, x) for (n, e, _), x in zip(raw_labels, numbers, strict=True)]
+        named = sum(x is None for x in numbers)
+        if named * 2 < len(numbers):  # class ids: a cell that is no number is a bad cell, not a class name
+            for (n, e, t), x in zip(raw_labels, numbers, strict=True):
+                if x is None:
+                    self._syntax(partial, n, f"label {t!r} is not a number (the column holds class ids)")
+                else:
+                    rows.append((n, e, x))
         else:  # class names
             rows += [(n, e, t) for n, e, t in raw_labels]
         rows.sort(key=lambda r: r[0])
+        return rows
+
+    def _im2rec_rows(
+        self, partial: Partial, lines: list[tuple[int, str]]
+    ) -> list[tuple[int, str, int | float | str | None]]:
+        """MXNet im2rec's ``.lst``: ``index<TAB>label<TAB>path`` (more labels for multi-label data: the label
+        checks then do not run)."""
+        rows: list[tuple[int, str, int | float | str | None]] = []
+        for n, text in lines:
+            fields = text.split("\t")
+            if len(fields) < 3 or not INTEGER.fullmatch(fields[0].strip()) or not fields[-1].strip():
+                self._syntax(partial, n, "expected index<TAB>label<TAB>path (an MXNet im2rec list)")
+                continue
+            labels = [_number(f.strip()) for f in fields[1:-1]]
+            if any(x is None for x in labels):
+                self._syntax(partial, n, f"label {fields[1]!r} is not a number")
+                continue
+            rows.append((n, fields[-1].strip(), labels[0] if len(labels) == 1 else None))
         return rows

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -180,6 +182,7 @@ def test_caffe_list_with_spaces_missing_files_and_bad_lines(
     report = scan_dir(tmp_path / "train.txt", num_classes=2)
     assert _locs(report, "S004") == [("train.txt", 4, "img/missing.jpg does not exist")]
     assert _locs(report, "S005") == [
+        ("train.txt", 3, "blank line: Caffe reads an empty path here (ImageDataLayer stops)"),
         ("train.txt", 5, "label 'cat' is not a number (expected 'path label')"),
         ("train.txt", 6, "no label after 'img/d.png' (expected 'path label')"),
     ]
@@ -250,11 +253,46 @@ def test_csv_numeric_labels_and_label_checks(tmp_path: Path, write: Write, rng: 
     assert places(report, "L003") == ["labels.tsv"]
 
 
-def test_csv_without_a_path_column_is_list_syntax(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
+def test_csv_path_column_found_by_its_values_or_a_clear_refusal(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """A header naming no known path column (Kaggle's ``image_id,label``): the column whose values are image
+    file names holds the paths; blank lines before the header are skipped, as pandas does. A CSV with no
+    such column cannot be scanned (exit status 2, naming its columns), rather than pass with nothing scanned."""
     write("a.jpg", jpeg(rng))
-    write("odd.csv", b"name,label\na.jpg,0\n")  # detected by the image path in its rows
-    report = scan_dir(tmp_path / "odd.csv")
-    assert _locs(report, "S005")[0][:2] == ("odd.csv", 1)
+    write("b.jpg", b"")
+    write("cassava.csv", b"\n\nimage_id,label\na.jpg,0\nb.jpg,1\n")
+    report = scan_dir(tmp_path / "cassava.csv")
+    assert report.summary.items_scanned == 2
+    assert _locs(report, "I001") == [("b.jpg", 5, "0 bytes")]
+    write("ids.csv", b"id,label\n1000015157,0\n1000201771,3\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", str(tmp_path / "ids.csv")], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "ids.csv: no column of image paths: the header has 'id', 'label'" in done.stderr
+
+
+def test_list_lines_caffe_misreads_and_im2rec_lists(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
+    """Caffe's parser splits a line at its last space: a tab, a no-break space or two spaces before the label
+    make it read a path that does not exist (ImageDataLayer stops); a list separated by tabs throughout is read
+    as such. MXNet's im2rec ``.lst`` (index, label, path by tabs) is read as im2rec writes it."""
+    for i in range(4):
+        write(f"i/{i}.png", png(rng))
+    write("caffe.txt", "i/0.png 0\ni/1.png\t1\ni/2.png  0\ni/3.png\u00a01\n".encode())
+    report = scan_dir(tmp_path / "caffe.txt")
+    assert [(line, detail.split(":")[0]) for _, line, detail in _locs(report, "S005")] == [
+        (2, "the label is not separated by a space"),
+        (3, "Caffe reads the path as 'i/2.png ' and the label as '0' (expected 'path label', one space)"),
+        (4, "the label is not separated by a space"),
+    ]
+    write("tabs.txt", b"i/0.png\t0\ni/1.png\t1\n")
+    assert "S005" not in codes(scan_dir(tmp_path / "tabs.txt"))
+    write("train.lst", b"0\t0.000000\ti/0.png\n1\t1.000000\ti/1.png\n2\t1.000000\ti/missing.png\n")
+    report = scan_dir(tmp_path / "train.lst")
+    assert _locs(report, "S004") == [("train.lst", 3, "i/missing.png does not exist")]
+    assert report.summary.items_scanned == 2
+    assert [(row.label, row.count) for row in report.labels[0].histogram] == [(0, 1), (1, 1)]
 
 
 def test_folder_links_are_followed_but_cycles_are_not(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:

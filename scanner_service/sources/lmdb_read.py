@@ -402,7 +402,8 @@ class _Batch:
 
     def add(self, pos: int, data: bytes | memoryview) -> None:
         if not self.buf:
-            self.buf = _buffer(self.meta.stats_key, self.rows * self.row_bytes)
+            # one buffer per dtype too: float32 and float64 rows of one shape may fill at the same time
+            self.buf = _buffer(f"{self.meta.stats_key}:{self.dtype.str}", self.rows * self.row_bytes)
         at = len(self.positions) * self.row_bytes
         self.buf[at : at + self.row_bytes] = data
         self.positions.append(pos)

@@ -126,6 +126,22 @@ def test_npy_values(make_env: EnvMaker) -> None:
     assert report.summary.items_scanned == 60
 
 
+def test_npy_values_of_one_shape_and_several_dtypes(make_env: EnvMaker, rng: np.random.Generator) -> None:
+    """float32 arrays with a few saved as float64 (a missing ``astype``): each dtype's rows have their own
+    buffer (sharing one, they overwrote each other: a NaN lost, false findings on clean keys)."""
+    records = []
+    for i in range(60):
+        a = rng.normal(size=(5, 6)).astype(np.float32)
+        if i % 10 == 5:
+            a = a.astype(np.float64)
+        if i in (1, 23):
+            a[1, 1] = np.nan
+        records.append((key(i), npy(a)))
+    report = run_scan(make_env(records))
+    assert keys_of(report, "V001") == [key(1), key(23)]
+    assert codes(report) == {"V001"}
+
+
 def test_npy_header_parser_never_unpickles() -> None:
     out = io.BytesIO()
     np.save(out, np.array([object()], dtype=object), allow_pickle=True)

@@ -15,6 +15,7 @@ import itertools
 import math
 import mmap
 import os
+import re
 from bisect import bisect_right
 from collections.abc import Generator, Iterator
 from itertools import islice
@@ -46,6 +47,33 @@ LONG_KEY = 128
 pages make up long keys)."""
 MARK_EVERY = 4096
 """``_Keys`` remembers a key every this many positions it walks past."""
+
+
+BOOKKEEPING_KEYS = frozenset(
+    {b"__len__", b"__keys__", b"__length__", b"__meta__", b"num-samples", b"num_samples", b"length", b"len", b"keys"}
+)
+"""Records that LMDB writers keep beside the samples: a count, a pickled list of the keys (ImageNet-LMDB
+scripts), clovaai's ``num-samples``."""
+TEXT_RECORD_KEY = re.compile(rb"(?:label|labels|gt|text|txt)[-_][0-9]+")
+"""Text records beside the image records of text-recognition datasets (clovaai: ``image-000000001`` and its
+transcription under ``label-000000001``)."""
+
+
+def maybe_bookkeeping(key: bytes) -> bool:
+    return key in BOOKKEEPING_KEYS or (key[:1] in (b"l", b"g", b"t") and TEXT_RECORD_KEY.fullmatch(key) is not None)
+
+
+def bookkeeping_kind(key: bytes | None, value: bytes | memoryview) -> str | None:
+    """What a record that holds no sample is, from its key (and a value that is no image), or None."""
+    if key is None or len(value) > 1 << 20:
+        return None
+    from ..imaging.sniff import sniff
+
+    if sniff(bytes(value[:64])) is not None:
+        return None  # an image under any key is a sample
+    if key in BOOKKEEPING_KEYS:
+        return "bookkeeping"
+    return "text" if TEXT_RECORD_KEY.fullmatch(key) else None
 
 
 def key_text(key: bytes | memoryview | None) -> str | None:
@@ -223,6 +251,9 @@ class _Reader:
         record-invalid."""
         from ..records.pickles import describe, pickle_protocol
 
+        own = self.bookkeeping(pos, key, value)
+        if own is not None:
+            return own
         if is_database_record(value):
             self.accounted += 1
             name = key_text(self.key_of(pos, key))
@@ -234,6 +265,21 @@ class _Reader:
             detail = f"a pickled Python object ({describe(protocol)}): not unpickled, not scanned"
             return self.failure("R005", pos, key, detail, value)
         return self.failure("R001", pos, key, f"{why} ({len(value)} bytes)", value)
+
+    def bookkeeping(self, pos: int, key: bytes | memoryview | None, value: bytes | memoryview) -> Note | None:
+        """A note for a record a writer keeps beside the samples (``__len__``, ``__keys__``, clovaai's
+        ``num-samples`` and ``label-N`` texts), None for any other record."""
+        raw = self.key_of(pos, key)
+        kind = bookkeeping_kind(raw, value)
+        if kind is None:
+            return None
+        self.accounted += 1
+        if kind == "text":
+            detail = "records named label-N (text next to the image records: a text-recognition dataset's labels)"
+            return Note(info={"lmdb.text_records": f"{detail}: not images, not scanned"}, items=1, nbytes=len(value))
+        name = key_text(raw)
+        detail = "the writer's own record (a count, or the list of keys): no sample, not scanned"
+        return Note(info={f"lmdb.bookkeeping {name}": detail}, items=1, nbytes=len(value))
 
     def uncount_shape(self, shape: str, pos: int) -> None:
         """Take back a record counted under ``shape`` (found not to be a record of it after all)."""
@@ -1005,6 +1051,11 @@ class _ImageReader(_Reader):
             if len(value) > 2 and value[0] == 0x80 and pickle_protocol(value) is not None:
                 yield self.bad_value(pos, key, value, "a pickle")
                 continue
+            if key is not None and maybe_bookkeeping(key):  # a set lookup per record; the value is checked after
+                own = self.bookkeeping(pos, key, value)
+                if own is not None:
+                    yield own
+                    continue
             self.accounted += 1
             yield EncodedImage(data=bytes(value), location=self.location(pos, key), nbytes=len(value))
 

@@ -266,3 +266,26 @@ def test_records_as_large_as_a_block_read_alike_for_any_block_size(make_env: Env
         assert "R004" not in codes(report)
         assert report.summary.items_scanned == 40
     assert raw.summary.bytes_scanned == 40 * 3 * 32 * 32 * 4
+
+
+def test_records_writers_keep_beside_the_samples_are_no_findings(make_env: EnvMaker) -> None:
+    """ImageNet-LMDB scripts add ``__len__`` and a pickled ``__keys__``; clovaai's text-recognition datasets
+    hold ``label-N`` texts and ``num-samples`` beside ``image-N``: none of them is a sample. A damaged image
+    is still found, and an image stored under such a key is judged as one."""
+    keys = [key(i) for i in range(30)]
+    records = [(k, jpeg(i)) for i, k in enumerate(keys)]
+    records[7] = (keys[7], jpeg(7)[:300])
+    records += [("__keys__", pickled([k.encode() for k in keys])), ("__len__", b"30"), ("length", jpeg(99)[:200])]
+    report = run_scan(make_env(records))
+    assert keys_of(report, "I003") == [key(7), "length"]  # a truncated JPEG under a bookkeeping name: a sample
+    assert codes(report) == {"I003"}
+    assert report.info["lmdb.bookkeeping __len__"].startswith("the writer's own record")
+    assert "lmdb.bookkeeping __keys__" in report.info
+    text = [(f"image-{i:09d}", jpeg(i)) for i in range(1, 21)] + [(f"label-{i:09d}", b"hello") for i in range(1, 21)]
+    text += [("num-samples", b"20")]
+    clovaai = run_scan(make_env(text, name="clovaai"))
+    assert codes(clovaai) == set()
+    assert clovaai.summary.items_scanned == 41
+    assert clovaai.info["lmdb.text_records"].endswith("not images, not scanned")
+    datums = [(key(i), datum(data=jpeg(i), encoded=True, label=i % 3)) for i in range(20)] + [("__len__", b"20")]
+    assert codes(run_scan(make_env(datums, name="datums"))) == set()

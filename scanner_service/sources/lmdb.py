@@ -31,7 +31,7 @@ from ..partial import Partial
 from ..records import PICKLE, Decoder, parse_decoder
 from .base import Plan, Shard, Source, SourceInfo
 from .lmdb_files import DATA_FILE, is_lmdb_source
-from .lmdb_pages import cut, is_database_record, overlooked_meta, read_tree, sample_values
+from .lmdb_pages import cut, damaged_meta, is_database_record, overlooked_meta, read_tree, sample_values
 from .lmdb_read import LABEL_STREAM, READERS, _DatumReader, _Pages, key_text, unhex
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 
@@ -75,6 +75,9 @@ class LmdbSource(Source):
         if size == 0:
             partial.add("R004", Location(path=rel, detail=f"{rel} is empty (0 bytes): no LMDB environment"))
             return Plan(source=info, shards=[], partial=partial)
+        damaged = damaged_meta(self.data_file)
+        if damaged is not None:
+            partial.add("R004", Location(path=rel, detail=damaged))
         tree = read_tree(self.data_file)
         if tree is not None:  # the leaves' counts and keys, read from the pages: no key walk needed
             forward = Walk(meta=tree.meta, done=tree.entries)
@@ -351,6 +354,16 @@ class _Planner:
 
     def report(self, partial: Partial) -> None:
         if self.failure is None:
+            if self.walked < self.entries:  # the walk ended without an error, short of the records counted
+                good = self.last_good()
+                detail = (
+                    f"the meta page counts {self.entries:,} records, the tree holds {self.walked:,}: pages of "
+                    "other transactions (a copy taken while a writer committed?); the other records cannot be read"
+                )
+                where = Location(
+                    path=self.rel, key=key_text(good[1]) if good else None, index=good[0] if good else None
+                )
+                partial.add("R004", where.model_copy(update={"detail": detail}))
             return
         good = self.last_good()
         lost = max(0, self.entries - self.reached - self.back)

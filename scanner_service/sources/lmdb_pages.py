@@ -123,6 +123,25 @@ def overlooked_meta(path: Path) -> tuple[int, int, int] | None:
     return used[0], other[0], other[2][DB_ENTRIES]
 
 
+def damaged_meta(path: Path) -> str | None:
+    """Why LMDB refuses the environment when its second meta page is damaged (``mdb_env_read_header`` checks
+    both pages: MDB_INVALID), None when both read as meta pages (or the first does not: LMDB's own error then
+    says why). dscan then reads the state the first meta page records, an older transaction's."""
+    try:
+        with path.open("rb") as fh:
+            reader = _Reader(fh.fileno(), os.fstat(fh.fileno()).st_size)
+            metas = reader.metas()
+            if len(metas) == 2 or reader.size < 2 * reader.psize:
+                return None
+            txnid = metas[0][0]
+    except (OSError, _Unreadable, struct.error):
+        return None
+    return (
+        f"damaged meta page: page 1 is no LMDB meta page, and LMDB refuses the environment (MDB_INVALID); "
+        f"the records scanned are those of page 0's transaction {txnid:,}, an older state"
+    )
+
+
 def picked(metas: list[Any]) -> int:
     """The meta page LMDB opens (``mdb_env_pick_meta``): page 1 only when its transaction id is higher, so
     page 0 when the two are equal."""

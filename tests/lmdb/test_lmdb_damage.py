@@ -216,3 +216,59 @@ def test_a_database_emptied_by_its_last_transaction_is_only_empty(tmp_path: Path
     (path / "lock.mdb").unlink()
     report = run_scan(path)
     assert codes(report) == {"S006"}
+
+
+def test_a_damaged_second_meta_page_is_lmdb_corrupt(tmp_path: Path) -> None:
+    """LMDB checks both meta pages and refuses the environment when one is no meta page (MDB_INVALID): dscan
+    says so, and scans what the first one records (an older transaction's records, after three commits)."""
+    import lmdb
+
+    env = tmp_path / "env"
+    opened = lmdb.open(str(env), map_size=1 << 24)
+    for commit in range(3):
+        with opened.begin(write=True) as txn:
+            for i in range(commit * 100, commit * 100 + 100):
+                txn.put(key(i).encode(), datum(seed=i))
+    opened.close()
+    size = page_size(env)
+    patch(env / "data.mdb", size, bytes(size))  # meta page 1, transaction 3's
+    with pytest.raises(lmdb.InvalidError):
+        lmdb.open(str(env), readonly=True, lock=False)
+    report = run_scan(env)
+    damaged = finding(report, "R004")
+    assert damaged is not None and damaged.locations[0].detail.startswith("damaged meta page: page 1 is no LMDB")
+    assert "transaction 2" in damaged.locations[0].detail and report.summary.items_scanned == 200
+
+
+def test_a_copy_taken_while_a_writer_committed_is_lmdb_corrupt(tmp_path: Path) -> None:
+    """``cp`` of an environment a writer keeps committing to: the meta pages of an early transaction, the other
+    pages of a later one, whose reused pages hold other records. The key walk ends without an error, short of
+    the records the meta page counts: the records it cannot reach are reported (the scan passed on 2 of 700)."""
+    import lmdb
+
+    from tests.lmdb.conftest import jpeg, write_env
+
+    def encoded(i: int) -> bytes:  # convert_imageset's records: Datums holding JPEG files
+        return datum(data=jpeg(i, (24, 24)), encoded=True, label=i % 10)
+
+    source = tmp_path / "src"
+    opened = lmdb.open(str(source), map_size=1 << 27)
+    snapshots, n = [], 0
+    for _commit in range(4):
+        with opened.begin(write=True) as txn:
+            for i in range(n, n + 700):
+                txn.put(f"{i:08d}_train/{i}.jpg".encode(), encoded(i))
+            for i in range(0, n, 50):  # rewrites free pages that later transactions reuse
+                txn.put(f"{i:08d}_train/{i}.jpg".encode(), encoded(i + 1))
+        n += 700
+        opened.sync(True)
+        snapshots.append((source / "data.mdb").read_bytes())
+    opened.close()
+    copy = write_env(tmp_path / "copy", [])
+    size = page_size(source)
+    (copy / "data.mdb").write_bytes(snapshots[0][: 2 * size] + snapshots[3][2 * size :])
+    report = run_scan(copy)
+    damaged = finding(report, "R004")
+    assert damaged is not None, codes(report)
+    assert damaged.locations[0].detail.startswith("the meta page counts 700 records, the tree holds")
+    assert report.summary.items_scanned < 700

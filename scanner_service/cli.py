@@ -86,7 +86,7 @@ def scan_options(func: Any) -> Any:
         click.option("--select", help="only these checks: codes, prefixes or slugs, comma-separated"),
         click.option("--ignore", help="skip these checks: codes, prefixes or slugs, comma-separated"),
         click.option("--max-locations", type=int, help="locations listed per finding [default: 20]"),
-        click.option("--decoder", help="LMDB value decoder: datum, image, npy, raw:DTYPE:SHAPE"),
+        click.option("--decoder", help="LMDB value decoder: datum, image, npy, msgpack, raw:DTYPE:SHAPE"),
         click.option("--root", help="folder that list-file paths are relative to"),
         click.option("--min-size", type=int, help="tiny-image: smallest short side in pixels [default: 32]"),
         click.option("--max-pixels", type=int, help="decompression-bomb: largest declared pixel count"),

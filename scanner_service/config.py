@@ -84,7 +84,7 @@ class ScanConfig(BaseModel):
     block_bytes: int = Field(
         4 << 20, ge=1, le=MAX_BLOCK_BYTES, description="bytes per block read into memory (at most 1 GiB)"
     )
-    decoder: str | None = Field(None, description="LMDB value decoder: datum, image, npy, raw:DTYPE:SHAPE")
+    decoder: str | None = Field(None, description="LMDB value decoder: datum, image, npy, msgpack, raw:DTYPE:SHAPE")
     root: str | None = Field(None, description="folder that image list paths are relative to")
     min_size: int = Field(32, ge=1, description="tiny-image: smallest acceptable short side, pixels")
     max_pixels: int = Field(178_956_970, ge=1, description="decompression-bomb: largest declared pixel count")

@@ -20,7 +20,7 @@ CHECK = Check(
     ),
     fix=(
         "Rewrite the listed records from their source (a crashed or concurrent writer often leaves them). If the "
-        "values are valid but in another encoding, pass the right `--decoder` (datum, image, npy or "
+        "values are valid but in another encoding, pass the right `--decoder` (datum, image, npy, msgpack or "
         "raw:DTYPE:SHAPE)."
     ),
     message="{count} record{s} cannot be decoded",

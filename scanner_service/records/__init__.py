@@ -5,7 +5,8 @@ Decoders, chosen by ``--decoder`` or detected from a sample of values:
 - ``datum``: Caffe's ``Datum`` protobuf (``datum.py``);
 - ``image``: an encoded image (JPEG, PNG ...), judged by the image checks (``image.py`` only sniffs);
 - ``npy``: a ``np.save`` blob (``npy.py``);
-- ``raw:DTYPE:SHAPE``: bare numbers of a declared type and shape (``raw.py``).
+- ``raw:DTYPE:SHAPE``: bare numbers of a declared type and shape (``raw.py``);
+- ``msgpack``: a msgpack map or list holding an encoded image and its label (``msgpacked.py``).
 
 Pickled values are recognised (``pickles.py``) and reported, never unpickled. ``detect.py`` picks the
 decoder from a sample of values. (This module stays light: no protobuf import until a decoder needs it.)
@@ -20,7 +21,7 @@ from ..errors import ConfigError
 from ..location import Location
 from .raw import RawSpec, parse_raw
 
-DECODERS = ("datum", "image", "npy", "raw:DTYPE:SHAPE")
+DECODERS = ("datum", "image", "npy", "msgpack", "raw:DTYPE:SHAPE")
 PICKLE = "pickle"
 
 
@@ -38,7 +39,7 @@ class Decoder:
 def parse_decoder(spec: str) -> Decoder:
     """The decoder a ``--decoder`` value names; ConfigError when it names none."""
     text = spec.strip()
-    if text.lower() in ("datum", "image", "npy"):
+    if text.lower() in ("datum", "image", "npy", "msgpack"):
         return Decoder(text.lower())
     if text.lower().startswith("raw:"):
         return Decoder("raw", parse_raw(text))

@@ -8,15 +8,16 @@ from dataclasses import dataclass
 from . import PICKLE, Decoder
 from .datum import looks_like_datum
 from .image import image_format
+from .msgpacked import looks_like_msgpack
 from .npy import is_npy
 from .pickles import pickle_protocol
 
-PREFERENCE: tuple[str | None, ...] = ("datum", "image", "npy", PICKLE, None)
+PREFERENCE: tuple[str | None, ...] = ("datum", "image", "npy", "msgpack", PICKLE, None)
 """Order among decoders with as many votes."""
 
 
 def sniff(value: bytes | memoryview) -> str | None:
-    """What one value looks like: ``pickle``, ``npy``, ``image``, ``datum``, or None."""
+    """What one value looks like: ``pickle``, ``npy``, ``image``, ``datum``, ``msgpack``, or None."""
     if pickle_protocol(value) is not None:
         return PICKLE
     if is_npy(value):
@@ -25,6 +26,8 @@ def sniff(value: bytes | memoryview) -> str | None:
         return "image"
     if looks_like_datum(value):
         return "datum"
+    if looks_like_msgpack(value):
+        return "msgpack"
     return None
 
 

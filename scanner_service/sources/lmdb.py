@@ -17,6 +17,7 @@ locations a finding needs are looked up afterwards by position.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,8 @@ class LmdbSource(Source):
                 from ..records.datum import protobuf_backend
 
                 partial.info["lmdb.datum_parser"] = protobuf_backend()
+                label_tally(partial, LABEL_STREAM, "i", self.config.run_threshold).path = rel
+            if decoder.name == "msgpack" and _labelled(forward.sample or []):
                 label_tally(partial, LABEL_STREAM, "i", self.config.run_threshold).path = rel
             if decoder.name != PICKLE:
                 shards = planner.shards(str(decoder), size)
@@ -280,6 +283,17 @@ class LmdbSource(Source):
 
 Range = tuple[int, int, bytes, bytes]
 """(position, records, first key, last key) of a stretch of consecutive keys, in key order."""
+
+
+def _labelled(sample: list[bytes]) -> bool:
+    """Whether sampled msgpack records carry class labels beside their images."""
+    from ..records.msgpacked import MsgpackError, image_and_label, unpack
+
+    for value in sample:
+        with contextlib.suppress(MsgpackError):
+            if image_and_label(unpack(value))[1] is not None:
+                return True
+    return False
 
 
 class _Planner:

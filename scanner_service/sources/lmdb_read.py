@@ -173,6 +173,9 @@ class _Reader:
         self.txn: Any = env.begin(buffers=True) if env is not None else None
         self.cursor: Any = None
         self.config = source.config
+        self.labels: list[int] = []
+        """Labels of the records read since the last label block, in key order (NO_LABEL: none)."""
+        self.label_start = int(spec["start"])
         self.rel: str = spec["file"]
         self.start: int = int(spec["start"])
         self.count: int = int(spec["count"])
@@ -280,6 +283,28 @@ class _Reader:
         name = key_text(raw)
         detail = "the writer's own record (a count, or the list of keys): no sample, not scanned"
         return Note(info={f"lmdb.bookkeeping {name}": detail}, items=1, nbytes=len(value))
+
+    def _label_blocks(self) -> Iterator[Any]:
+        if not self.labels:
+            return
+        values = np.array(self.labels, np.int64)
+        start = self.label_start
+        self.labels.clear()
+        self.label_start = start + values.size
+        present = values != NO_LABEL
+        if present.all():
+            runs = [(0, values.size)]
+        else:
+            edges = np.flatnonzero(np.diff(np.concatenate(([False], present, [False])).astype(np.int8)))
+            runs = list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
+        for a, b in runs:
+            yield LabelBlock(
+                stream=LABEL_STREAM,
+                labels=values[a:b],
+                global_start=start + a,
+                locate=self.locator(range(start + a, start + b)),
+                nbytes=0,  # part of the records' values, counted as they are read
+            )
 
     def uncount_shape(self, shape: str, pos: int) -> None:
         """Take back a record counted under ``shape`` (found not to be a record of it after all)."""
@@ -479,8 +504,6 @@ class _DatumReader(_Reader):
         from ..records import datum
 
         self.datum = datum
-        self.labels: list[int] = []
-        self.label_start = self.start
         self.layout: Any = None
         self.segment_layout: Any = None
         self.segment_start = self.start
@@ -814,28 +837,6 @@ class _DatumReader(_Reader):
             if block is not None:
                 yield block
         yield from self._label_blocks()
-
-    def _label_blocks(self) -> Iterator[Any]:
-        if not self.labels:
-            return
-        values = np.array(self.labels, np.int64)
-        start = self.label_start
-        self.labels.clear()
-        self.label_start = start + values.size
-        present = values != NO_LABEL
-        if present.all():
-            runs = [(0, values.size)]
-        else:
-            edges = np.flatnonzero(np.diff(np.concatenate(([False], present, [False])).astype(np.int8)))
-            runs = list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
-        for a, b in runs:
-            yield LabelBlock(
-                stream=LABEL_STREAM,
-                labels=values[a:b],
-                global_start=start + a,
-                locate=self.locator(range(start + a, start + b)),
-                nbytes=0,  # part of the records' values, counted as they are read
-            )
 
 
 SWITCH_AFTER = 16
@@ -1184,9 +1185,39 @@ def _match_floats(
     return ok, labels, starts
 
 
+class _MsgpackReader(_Reader):
+    """msgpack records holding an encoded image and a label (``records/msgpacked.py``): the image is judged by
+    the image checks, the labels go to the label checks."""
+
+    def loop(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
+        from ..records.msgpacked import MsgpackError, image_and_label, unpack
+
+        for pos, value in it:
+            key = self.key(pos)
+            try:
+                image, label = image_and_label(unpack(value))
+            except MsgpackError as exc:
+                self.labels.append(NO_LABEL)
+                yield self.bad_value(pos, key, value, str(exc))
+                continue
+            if image is None:
+                self.labels.append(NO_LABEL)
+                yield self.bad_value(pos, key, value, "a msgpack record without an encoded image")
+                continue
+            self.labels.append(label if label is not None else NO_LABEL)
+            self.accounted += 1
+            yield EncodedImage(data=image, location=self.location(pos, key), label=label, nbytes=len(value))
+            if len(self.labels) >= BLOCK_RECORDS:
+                yield from self._label_blocks()
+
+    def blocks(self, end: int) -> Iterator[Any]:
+        yield from self._label_blocks()
+
+
 READERS: dict[str, type[_Reader]] = {
     "datum": _DatumReader,
     "npy": _NumericReader,
     "raw": _NumericReader,
     "image": _ImageReader,
+    "msgpack": _MsgpackReader,
 }

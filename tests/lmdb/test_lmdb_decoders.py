@@ -289,3 +289,25 @@ def test_records_writers_keep_beside_the_samples_are_no_findings(make_env: EnvMa
     assert clovaai.info["lmdb.text_records"].endswith("not images, not scanned")
     datums = [(key(i), datum(data=jpeg(i), encoded=True, label=i % 3)) for i in range(20)] + [("__len__", b"20")]
     assert codes(run_scan(make_env(datums, name="datums"))) == set()
+
+
+def test_msgpack_records_are_decoded_and_their_images_and_labels_checked(make_env: EnvMaker) -> None:
+    """``msgpack.packb({"img": jpeg, "label": 3})`` (or a list): data only, so decoded; the image inside is
+    judged, the label checked. A healthy database passes (it was one record-invalid error for every record)."""
+    import msgpack
+
+    records = [(key(i), msgpack.packb({"img": jpeg(i), "label": i % 4})) for i in range(40)]
+    records[5] = (key(5), msgpack.packb({"img": jpeg(5)[:250], "label": 1}))
+    records[9] = (key(9), msgpack.packb([jpeg(9), 7]))
+    records[12] = (key(12), msgpack.packb({"text": "no image here", "label": 2}))
+    report = run_scan(make_env(records), num_classes=4)
+    assert report.info["lmdb.decoder"].startswith("msgpack")
+    assert keys_of(report, "I003") == [key(5)]
+    assert keys_of(report, "L002") == [key(9)]
+    assert keys_of(report, "R001") == [key(12)]
+    assert "msgpack record without an encoded image" in finding(report, "R001").locations[0].detail
+    (labels,) = report.labels
+    assert labels.total == 39 and [row.count for row in labels.histogram][:4] == [9, 9, 10, 10]
+    healthy = [(key(i), msgpack.packb({"image": jpeg(i), "target": i % 2})) for i in range(20)]
+    assert codes(run_scan(make_env(healthy, name="healthy"))) == set()
+    assert parse_decoder("msgpack").name == "msgpack"

@@ -1,0 +1,61 @@
+"""msgpack records: ``msgpack.packb({"img": jpeg_bytes, "label": 3})`` (or a list ``[jpeg_bytes, 3]``).
+
+Unlike a pickle, a msgpack value is data only: decoding it runs no code, so dscan decodes it and judges the
+encoded image inside with the image checks, and takes the class label beside it. The image is the first
+bytes value that starts like an image (under ``image``, ``img``, ``data``, ``jpg`` ... first); the label the
+integer under ``label``, ``target``, ``y``, ``class`` or ``cls`` (in a list, the first integer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .image import image_format
+
+IMAGE_KEYS = ("image", "img", "data", "jpg", "jpeg", "png", "webp", "bytes", "buffer")
+LABEL_KEYS = ("label", "labels", "target", "y", "class", "cls", "class_id", "category")
+MAP_OR_ARRAY = frozenset({*range(0x81, 0x90), *range(0x91, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF})
+"""First bytes of a non-empty msgpack map or array (fixmap, fixarray, array 16/32, map 16/32)."""
+
+
+class MsgpackError(ValueError):
+    """A value that is no msgpack record."""
+
+
+def unpack(value: bytes | memoryview) -> Any:
+    """The object a msgpack value holds; MsgpackError when the value is no (single, whole) msgpack object."""
+    import msgpack
+
+    if not len(value) or value[0] not in MAP_OR_ARRAY:
+        raise MsgpackError("not a msgpack map or array")
+    try:
+        return msgpack.unpackb(bytes(value), raw=False, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise MsgpackError(f"not a msgpack record ({type(exc).__name__})") from exc
+
+
+def looks_like_msgpack(value: bytes | memoryview) -> bool:
+    """A msgpack map or array that holds an encoded image (what the ``msgpack`` decoder reads)."""
+    try:
+        return image_and_label(unpack(value))[0] is not None
+    except MsgpackError:
+        return False
+
+
+def image_and_label(obj: Any) -> tuple[bytes | None, int | None]:
+    """The encoded image and the class label a record holds (None where it holds none)."""
+    if isinstance(obj, dict):
+        keyed = {str(k).lower(): v for k, v in obj.items()}
+        ordered = [keyed[k] for k in IMAGE_KEYS if k in keyed] + list(obj.values())
+        image = next((v for v in ordered if isinstance(v, bytes) and image_format(v) is not None), None)
+        label = next((keyed[k] for k in LABEL_KEYS if k in keyed and _is_int(keyed[k])), None)
+        return image, label
+    if isinstance(obj, list | tuple):
+        image = next((v for v in obj if isinstance(v, bytes) and image_format(v) is not None), None)
+        label = next((v for v in obj if _is_int(v)), None)
+        return image, label
+    return None, None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1024,8 +1024,8 @@ class _NumericReader(_Reader):
                 )
                 yield self.failure("R002", pos, key, detail)
                 continue
-            if header.dtype.kind in "biuf" and header.nbytes:
-                batch = self.batch(header.dtype, header.shape)
+            if header.dtype.kind in "biufc" and header.nbytes:
+                batch = self.batch(*_as_real(header.dtype, header.shape))
                 if header.fortran:
                     batch.add(pos, np.ascontiguousarray(npy.as_array(value, header)).tobytes())
                 else:
@@ -1039,6 +1039,15 @@ class _NumericReader(_Reader):
                 self.mark(pos)
                 yield from self.flush(pos + 1)
                 since = pos + 1
+
+
+def _as_real(dtype: np.dtype[Any], shape: tuple[int, ...]) -> tuple[np.dtype[Any], tuple[int, ...]]:
+    """The dtype and shape numeric blocks read a value as: complex numbers as their real and imaginary parts
+    (a last axis of 2 floats, the same bytes), where NaN and Inf in either part are found."""
+    if dtype.kind != "c":
+        return dtype, shape
+    order = dtype.byteorder if dtype.byteorder in "<>" else "="
+    return np.dtype(f"{order}f{dtype.itemsize // 2}"), (*shape, 2)
 
 
 class _ImageReader(_Reader):

@@ -311,3 +311,21 @@ def test_msgpack_records_are_decoded_and_their_images_and_labels_checked(make_en
     healthy = [(key(i), msgpack.packb({"image": jpeg(i), "target": i % 2})) for i in range(20)]
     assert codes(run_scan(make_env(healthy, name="healthy"))) == set()
     assert parse_decoder("msgpack").name == "msgpack"
+
+
+def test_complex_npy_values_are_checked_part_by_part(make_env: EnvMaker, rng: np.random.Generator) -> None:
+    """complex64/complex128 arrays (spectra, MRI k-space): NaN and Inf in the real or imaginary part are found
+    (they passed without a word)."""
+    records = [
+        (key(i), npy((rng.normal(size=(4, 4)) + 1j * rng.normal(size=(4, 4))).astype(np.complex64))) for i in range(40)
+    ]
+    bad = np.ones((4, 4), np.complex64)
+    bad[1, 2] = complex(1.0, np.nan)
+    records[30] = (key(30), npy(bad))
+    worse = np.ones((4, 4), np.dtype(">c16"))
+    worse[0, 0] = complex(np.inf, 0.0)
+    records[31] = (key(31), npy(worse))
+    report = run_scan(make_env(records))
+    assert keys_of(report, "V001") == [key(30)]
+    assert keys_of(report, "V002") == [key(31)]
+    assert report.summary.items_scanned == 40

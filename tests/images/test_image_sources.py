@@ -338,3 +338,19 @@ def test_big_files_are_read_whole_only_when_they_start_like_images(
     assert places(report, "I002") == ["video.jpg"]
     assert "I003" not in codes(report)  # the big JPEG was read whole: not truncated
     assert report.summary.bytes_scanned == len(big) + 10_012
+
+
+def test_a_latin1_name_in_a_list_finds_its_file(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A list written in Latin-1 names ``caf\\xe9.png`` byte for byte, as Caffe opens it: the file is found, and
+    reports spell the odd byte out."""
+    import os
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    (folder / os.fsdecode(b"caf\xe9.png")).write_bytes(png(rng))
+    (folder / os.fsdecode(b"th\xe9.png")).write_bytes(b"")
+    (tmp_path / "train.txt").write_bytes(b"imgs/caf\xe9.png 0\nimgs/th\xe9.png 1\n")
+    report = scan_dir(tmp_path / "train.txt")
+    assert "S004" not in codes(report)
+    assert report.summary.items_scanned == 2
+    assert places(report, "I001") == ["imgs/th\\xe9.png"]

@@ -151,6 +151,12 @@ def declared_missing(ds: h5py.Dataset, dtype: np.dtype[Any]) -> tuple[float, ...
     return tuple(values)
 
 
+def complex_parts(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The float type of a complex type's real and imaginary parts (the same bytes, read as pairs)."""
+    order = dtype.byteorder if dtype.byteorder in "<>" else "="
+    return np.dtype(f"{order}f{dtype.itemsize // 2}")
+
+
 def is_matlab(path: Path) -> bool:
     """A MATLAB v7.3 MAT-file: HDF5 after a user block that starts with MATLAB's text header."""
     try:
@@ -479,6 +485,9 @@ class Hdf5Source(Source):
                 if is_label_name(shown, self.config.labels):  # binary labels stored as HDF5 booleans
                     found.append(_Dataset(shown, shape, dtype, obj.chunks, True, where))
                 return
+            if dtype.kind == "c" and dtype.itemsize in (8, 16) and shape is not None and math.prod(shape):
+                found.append(_Dataset(shown, (*(shape or (1,)), 2), complex_parts(dtype), None, False, where))
+                return
             if dtype.kind not in "fiu" and not numeric_fields and not array:
                 unscanned = _unscanned_kind(dtype)
                 if unscanned is None and is_label_name(shown, self.config.labels) and _is_text(dtype):
@@ -757,6 +766,8 @@ class _SegmentReader:
         if self.field is not None:
             column = self.ds.dtype[self.field]
             self.shape, self.dtype = (*self.shape, *column.shape), column.base
+        elif self.ds.dtype.kind == "c":  # complex numbers: their real and imaginary parts, a last axis of 2
+            self.shape, self.dtype = (*self.shape, 2), complex_parts(self.ds.dtype)
         elif self.ds.dtype.subdtype is not None:  # array elements: values of the element's shape
             base, inner = self.ds.dtype.subdtype
             self.shape, self.dtype = (*self.shape, *inner), base
@@ -799,6 +810,9 @@ class _SegmentReader:
             return
         if self.ds.dtype.subdtype is not None:
             yield from self._sliced_blocks(lambda key: self.ds[key])
+            return
+        if self.ds.dtype.kind == "c":
+            yield from self._sliced_blocks(lambda key: np.ascontiguousarray(self.ds[key]).view(self.dtype))
             return
         plist = self.ds.id.get_create_plist()
         missing_filters(_filters(self.ds))  # a fresh worker process registers plugin filters here

@@ -119,7 +119,9 @@ def test_the_largest_uint64_label_is_shown_exactly(tmp_path: Path) -> None:
     assert [loc.detail for loc in invalid.locations] == ["label 18446744073709551615 ≥ num_classes 3"]
 
 
-def test_complex_and_variable_length_datasets_are_named_as_not_scanned(tmp_path: Path) -> None:
+def test_complex_datasets_are_scanned_part_by_part_variable_length_ones_named(tmp_path: Path) -> None:
+    """Complex numbers (MRI k-space, spectra) are checked as their real and imaginary parts; variable-length
+    numbers are named as not scanned."""
     path = tmp_path / "odd.h5"
     with h5py.File(path, "w") as fh:
         fh.create_dataset("x", data=np.arange(6, dtype=np.float32).reshape(3, 2))
@@ -129,14 +131,15 @@ def test_complex_and_variable_length_datasets_are_named_as_not_scanned(tmp_path:
         ragged[1] = np.array([2.0], np.float32)
         fh.create_dataset("names", data=np.array([b"a", b"b"]))  # strings hold no numbers: not listed
     report = run_scan(path)
-    assert report.info["hdf5.not_scanned"] == (
-        "2 datasets not scanned: odd.h5:/c (complex complex64), odd.h5:/v (variable-length float32)"
-    )
+    assert report.info["hdf5.not_scanned"] == "1 dataset not scanned: odd.h5:/v (variable-length float32)"
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/c", 1)]
+    (parts,) = [s for s in report.statistics if s.dataset == "/c"]
+    assert (parts.shape, parts.count, parts.nan) == ([2, 2], 3, 1)
     proc = subprocess.run(
         [sys.executable, "-m", "scanner_service.cli", "scan", str(path)], capture_output=True, text=True, check=False
     )
-    assert proc.returncode == 0
-    assert "note: 2 datasets not scanned" in proc.stdout
+    assert proc.returncode == 1
+    assert "note: 1 dataset not scanned" in proc.stdout
 
 
 def test_bounds_on_options_and_a_bounded_label_report(tmp_path: Path) -> None:

@@ -28,8 +28,8 @@ def unpack(value: bytes | memoryview) -> Any:
 
     if not len(value) or value[0] not in MAP_OR_ARRAY:
         raise MsgpackError("not a msgpack map or array")
-    try:
-        return msgpack.unpackb(bytes(value), raw=False, strict_map_key=False)
+    try:  # raw: strings stay bytes, as the legacy format (use_bin_type=False) stores images as strings too
+        return msgpack.unpackb(bytes(value), raw=True, strict_map_key=False)
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise MsgpackError(f"not a msgpack record ({type(exc).__name__})") from exc
 
@@ -45,7 +45,7 @@ def looks_like_msgpack(value: bytes | memoryview) -> bool:
 def image_and_label(obj: Any) -> tuple[bytes | None, int | None]:
     """The encoded image and the class label a record holds (None where it holds none)."""
     if isinstance(obj, dict):
-        keyed = {str(k).lower(): v for k, v in obj.items()}
+        keyed = {_name(k): v for k, v in obj.items()}
         ordered = [keyed[k] for k in IMAGE_KEYS if k in keyed] + list(obj.values())
         image = next((v for v in ordered if isinstance(v, bytes) and image_format(v) is not None), None)
         label = next((keyed[k] for k in LABEL_KEYS if k in keyed and _is_int(keyed[k])), None)
@@ -55,6 +55,10 @@ def image_and_label(obj: Any) -> tuple[bytes | None, int | None]:
         label = next((v for v in obj if _is_int(v)), None)
         return image, label
     return None, None
+
+
+def _name(key: Any) -> str:
+    return key.decode("utf-8", "replace").lower() if isinstance(key, bytes) else str(key).lower()
 
 
 def _is_int(value: Any) -> bool:

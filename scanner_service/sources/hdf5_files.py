@@ -45,27 +45,41 @@ def is_hdf5_member(path: Path) -> bool:
     return suffix in SUFFIXES or (suffix in MAYBE_SUFFIXES and has_signature(path))
 
 
-def folder_counts(folder: Path) -> tuple[int, int]:
-    """How many HDF5 files (``is_hdf5_member``) and how many image files (by extension) a folder holds,
-    searching down."""
+def folder_counts(folder: Path) -> tuple[int, int, int, int]:
+    """What a folder holds, searching down: HDF5 files by their extension, those of them that are data (not
+    sidecars: their folder does not hold twice as many images), HDF5 files among netCDF and MATLAB files (by
+    signature), and image files (by extension)."""
     from ..imaging.sniff import IMAGE_EXTENSIONS
 
-    hdf5 = images = 0
+    named = data = maybe = images = 0
     for root, _, names in os.walk(folder):
+        here_named = here_images = 0
         for name in names:
             suffix = os.path.splitext(name)[1].lower()
             if suffix in IMAGE_EXTENSIONS:
-                images += 1
-            elif is_hdf5_member(Path(root, name)):
-                hdf5 += 1
-    return hdf5, images
+                here_images += 1
+            elif suffix in SUFFIXES:
+                here_named += 1
+            elif suffix in MAYBE_SUFFIXES and has_signature(Path(root, name)):
+                maybe += 1
+        named += here_named
+        images += here_images
+        if here_images < 2 * here_named:
+            data += here_named
+    return named, data, maybe, images
+
+
+IMAGES_PER_HDF5 = 10
+"""An HDF5 folder may hold a few images beside its files (plots, previews): up to this many per HDF5 file."""
 
 
 def holds_hdf5(folder: Path) -> bool:
-    """Whether a folder is an HDF5 dataset: it holds HDF5 files, at least as many as image files (a stray
-    ``.h5`` in an image folder does not turn it into an HDF5 dataset, whose scan would skip every image)."""
-    hdf5, images = folder_counts(folder)
-    return hdf5 > 0 and hdf5 >= images
+    """Whether a folder is an HDF5 dataset rather than an image folder: it holds ``.h5`` files that are data
+    (not sidecars among a folder's images) and images do not outnumber them tenfold (plots beside the data),
+    or its HDF5 files, netCDF and MATLAB ones included, outnumber its images. So one stray ``.h5`` among an
+    image folder's images, or a MATLAB annotation beside each image, leaves it an image folder."""
+    named, data, maybe, images = folder_counts(folder)
+    return (data > 0 and images <= IMAGES_PER_HDF5 * data) or named + maybe > images
 
 
 def is_hdf5_source(path: Path) -> bool:

@@ -70,6 +70,13 @@ def split_line(line: str) -> tuple[str, str | None]:
     return line.strip(), None
 
 
+def split_tabbed(line: str) -> tuple[str, str | None]:
+    """(path, label token) of a line of a list separated by tabs: the label after the last tab (a path may hold
+    spaces, which is why such lists use tabs)."""
+    path, _, token = line.strip().rpartition("\t")
+    return path.strip(), token.strip()
+
+
 def _dialect(path: Path, header: str) -> str:
     if path.suffix.lower() == ".tsv" or ("\t" in header and "," not in header):
         return "\t"
@@ -243,9 +250,9 @@ class ImageListSource(ImageFilesSource):
         for n, text in lines:
             if not text.strip():  # std::getline hands Caffe an empty line: an empty path
                 self._syntax(partial, n, "blank line: Caffe reads an empty path here (ImageDataLayer stops)")
-        parsed = [(n, text, *split_line(text)) for n, text in lines if text.strip()]
+        tabbed = all("\t" in text.strip() for _, text in lines if text.strip())  # "path<TAB>label" throughout
+        parsed = [(n, text, *(split_tabbed(text) if tabbed else split_line(text))) for n, text in lines if text.strip()]
         labelled = any(token is not None for _, _, _, token in parsed)
-        tabbed = labelled and all("\t" in text and " " not in text.strip() for _, text, _, _ in parsed)
         rows: list[tuple[int, str, int | float | str | None]] = []
         for n, text, entry, token in parsed:
             if not labelled:
@@ -279,6 +286,8 @@ class ImageListSource(ImageFilesSource):
             return []
         records = [(reader.line_num + skipped, record) for record in reader]
         path_col, label_col = _columns(header)
+        if not any(any(field.strip() for field in record) for _, record in records):
+            return []  # a header alone: the list names no file
         if path_col is None:
             path_col = _path_column(self.path.name, header, [record for _, record in records])
         rows: list[tuple[int, str, int | float | str | None]] = []

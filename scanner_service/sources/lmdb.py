@@ -188,7 +188,7 @@ class LmdbSource(Source):
             head = forward.sample[0][:16].hex(" ") if forward.sample else "?"
             detail = (
                 f"{found.describe()} (the first starts with {head}); none of the records was scanned: "
-                "pass --decoder datum, image, npy or raw:DTYPE:SHAPE"
+                "pass --decoder datum, image, npy, msgpack or raw:DTYPE:SHAPE"
             )
             if forward.sample_failure:
                 detail = f"the values could not be sampled ({forward.sample_failure}); none was scanned"

@@ -54,18 +54,21 @@ BOOKKEEPING_KEYS = frozenset(
 )
 """Records that LMDB writers keep beside the samples: a count, a pickled list of the keys (ImageNet-LMDB
 scripts), clovaai's ``num-samples``."""
-TEXT_RECORD_KEY = re.compile(rb"(?:label|labels|gt|text|txt)[-_][0-9]+")
+TEXT_RECORD_KEY = re.compile(rb"labels?[-_][0-9]+")
 """Text records beside the image records of text-recognition datasets (clovaai: ``image-000000001`` and its
 transcription under ``label-000000001``)."""
+TEXT_RECORD_BYTES = 4096
 
 
 def maybe_bookkeeping(key: bytes) -> bool:
-    return key in BOOKKEEPING_KEYS or (key[:1] in (b"l", b"g", b"t") and TEXT_RECORD_KEY.fullmatch(key) is not None)
+    return key in BOOKKEEPING_KEYS or (key[:1] == b"l" and TEXT_RECORD_KEY.fullmatch(key) is not None)
 
 
 def bookkeeping_kind(key: bytes | None, value: bytes | memoryview) -> str | None:
-    """What a record that holds no sample is, from its key (and a value that is no image), or None."""
-    if key is None or len(value) > 1 << 20:
+    """What a record that holds no sample is, from its key and its value, or None: a writer's own record under
+    one of its names (no image), or a short line of text under ``label-N`` (an empty or binary value there is a
+    damaged record like any other)."""
+    if key is None:
         return None
     from ..imaging.sniff import sniff
 
@@ -73,7 +76,17 @@ def bookkeeping_kind(key: bytes | None, value: bytes | memoryview) -> str | None
         return None  # an image under any key is a sample
     if key in BOOKKEEPING_KEYS:
         return "bookkeeping"
-    return "text" if TEXT_RECORD_KEY.fullmatch(key) else None
+    if TEXT_RECORD_KEY.fullmatch(key) and 0 < len(value) <= TEXT_RECORD_BYTES and _is_text(bytes(value)):
+        return "text"
+    return None
+
+
+def _is_text(raw: bytes) -> bool:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(ch.isprintable() or ch in "\t\n" for ch in text)
 
 
 def key_text(key: bytes | memoryview | None) -> str | None:
@@ -1213,6 +1226,9 @@ class _MsgpackReader(_Reader):
                 self.labels.append(NO_LABEL)
                 yield self.bad_value(pos, key, value, "a msgpack record without an encoded image")
                 continue
+            if label is not None and not -(1 << 63) <= label < 1 << 63:  # beyond any class id (a uint64 sentinel)
+                yield ReadFailure("L002", self.location(pos, key, f"label {label} is beyond 64 bits"), items=0)
+                label = None
             self.labels.append(label if label is not None else NO_LABEL)
             self.accounted += 1
             yield EncodedImage(data=image, location=self.location(pos, key), label=label, nbytes=len(value))

@@ -71,3 +71,28 @@ def test_a_stray_hdf5_file_does_not_hide_an_image_folder(tmp_path: Path, rng: np
     report = run_scan(arrays)
     assert report.source.files == 2
     assert report.info["hdf5.images_not_scanned"].startswith("1 image file below this folder not scanned")
+
+
+def test_plots_beside_hdf5_files_and_annotations_beside_images(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A few plots beside the HDF5 data leave it an HDF5 dataset; a MATLAB annotation beside each image leaves
+    an image folder one (either way round, the folder's real defect was lost)."""
+    from PIL import Image
+
+    data = tmp_path / "run"
+    x = rng.normal(size=(10, 4)).astype(np.float32)
+    x[3, 1] = np.nan
+    write_h5(data / "train.h5", {"x": x})
+    write_h5(data / "val.h5", {"x": rng.normal(size=(10, 4)).astype(np.float32)})
+    for k in range(3):
+        (data / "plots").mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(data / "plots" / f"loss{k}.png")
+    assert detect_kind(data) == "hdf5"
+    assert [(loc.path, loc.index) for loc in finding(run_scan(data), "V001").locations] == [("train.h5", 3)]
+    pictures = tmp_path / "pictures"
+    for k in range(4):
+        (pictures / "images").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(pictures / "images" / f"{k}.jpg")
+        write_h5(pictures / "annotations" / f"{k}.mat", {"box": np.ones(4)})
+    (pictures / "images" / "3.jpg").write_bytes(b"<html><body>rate limited</body></html>")
+    assert detect_kind(pictures) == "images"
+    assert [loc.path for loc in finding(run_scan(pictures), "I002").locations] == ["images/3.jpg"]

@@ -354,3 +354,15 @@ def test_a_latin1_name_in_a_list_finds_its_file(tmp_path: Path, rng: np.random.G
     assert "S004" not in codes(report)
     assert report.summary.items_scanned == 2
     assert places(report, "I001") == ["imgs/th\\xe9.png"]
+
+
+def test_a_list_separated_by_tabs_may_hold_spaces_in_its_paths(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    write("i/a.png", png(rng))
+    write("i/my photo.png", png(rng))
+    write("tabs.txt", b"i/a.png\t0\ni/my photo.png\t1\n")
+    report = scan_dir(tmp_path / "tabs.txt")
+    assert codes(report) - {"L003", "L004", "L005"} == set() and report.summary.items_scanned == 2
+    write("header.csv", b"image_id,label\n")  # a header alone names no file, whatever its columns
+    assert places(scan_dir(tmp_path / "header.csv"), "S006") == ["header.csv"]

@@ -329,3 +329,22 @@ def test_complex_npy_values_are_checked_part_by_part(make_env: EnvMaker, rng: np
     assert keys_of(report, "V001") == [key(30)]
     assert keys_of(report, "V002") == [key(31)]
     assert report.summary.items_scanned == 40
+
+
+def test_msgpack_legacy_strings_big_labels_and_records_that_only_look_like_labels(make_env: EnvMaker) -> None:
+    """Legacy msgpack (``use_bin_type=False``: images stored as strings) is read; a label beyond 64 bits is an
+    invalid label, not a damaged database; a ``label_N`` record that is no short text (an empty or binary
+    value) is judged like any other record."""
+    import msgpack
+
+    legacy = [(key(i), msgpack.packb({"img": jpeg(i), "label": 1}, use_bin_type=False)) for i in range(20)]
+    legacy[5] = (key(5), msgpack.packb({"img": jpeg(5), "label": 2**64 - 1}))
+    report = run_scan(make_env(legacy))
+    assert report.info["lmdb.decoder"].startswith("msgpack") and keys_of(report, "L002") == [key(5)]
+    assert "R004" not in codes(report)
+    arrays = [(f"label_{i}", npy(np.ones(4, np.float32))) for i in range(20)]
+    arrays[3] = ("label_3", npy(np.ones(4, np.float32))[:-6])
+    assert keys_of(run_scan(make_env(arrays, name="arrays")), "R002") == ["label_3"]
+    images = [(f"gt_{i}", jpeg(i)) for i in range(20)]
+    images[3] = ("gt_3", b"")
+    assert keys_of(run_scan(make_env(images, name="images")), "I001") == ["gt_3"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
@@ -43,9 +44,26 @@ class Detected:
         return f"detected from {self.votes.get(self.decoder.name, 0)} of {self.sampled} values sampled"
 
 
+TEXT_BYTES = 4096
+
+
+def short_text(value: bytes | memoryview) -> bool:
+    """A short line of UTF-8 text: what writers keep beside the samples (a count, a label, a transcription),
+    never a sample dscan decodes."""
+    if not 0 < len(value) <= TEXT_BYTES:
+        return False
+    try:
+        text = bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return not any(unicodedata.category(ch) == "Cc" and ch not in "\t\n\r" for ch in text)  # ZWNJ is text
+
+
 def detect(samples: list[bytes]) -> Detected:
-    """The decoder most sampled values look like (None when most look like nothing known)."""
-    votes = Counter(sniff(v) for v in samples)
+    """The decoder most sampled values look like (None when most look like nothing known). Short text values
+    (counts, labels beside images) have no vote, unless every value is one."""
+    counted = [v for v in samples if not short_text(v)] or samples
+    votes = Counter(sniff(v) for v in counted)
     ranked = sorted(votes.items(), key=lambda kv: (-kv[1], PREFERENCE.index(kv[0])))
     best = ranked[0][0] if ranked else None
     clean = {k: n for k, n in votes.items() if k is not None}

@@ -2,8 +2,9 @@
 
 Unlike a pickle, a msgpack value is data only: decoding it runs no code, so dscan decodes it and judges the
 encoded image inside with the image checks, and takes the class label beside it. The image is the first
-bytes value that starts like an image (under ``image``, ``img``, ``data``, ``jpg`` ... first); the label the
-integer under ``label``, ``target``, ``y``, ``class`` or ``cls`` (in a list, the first integer).
+bytes value under ``image``, ``img``, ``data``, ``jpg`` ... (judged whatever it starts with), else the first
+bytes value that starts like an image; the label the integer under ``label``, ``target``, ``y``, ``class`` or
+``cls`` (in a list, the last integer: ``[index, image, label]``).
 """
 
 from __future__ import annotations
@@ -46,15 +47,20 @@ def image_and_label(obj: Any) -> tuple[bytes | None, int | None]:
     """The encoded image and the class label a record holds (None where it holds none)."""
     if isinstance(obj, dict):
         keyed = {_name(k): v for k, v in obj.items()}
-        ordered = [keyed[k] for k in IMAGE_KEYS if k in keyed] + list(obj.values())
-        image = next((v for v in ordered if isinstance(v, bytes) and image_format(v) is not None), None)
+        named = next((keyed[k] for k in IMAGE_KEYS if isinstance(keyed.get(k), bytes)), None)
+        # the value under an image's name is the image, judged whatever it starts with (a damaged one must not
+        # hide behind a thumbnail); else the first value that starts like an image
+        image = named if named is not None else _first_image(obj.values())
         label = next((keyed[k] for k in LABEL_KEYS if k in keyed and _is_int(keyed[k])), None)
         return image, label
     if isinstance(obj, list | tuple):
-        image = next((v for v in obj if isinstance(v, bytes) and image_format(v) is not None), None)
-        label = next((v for v in obj if _is_int(v)), None)
-        return image, label
+        ints = [v for v in obj if _is_int(v)]
+        return _first_image(obj), ints[-1] if ints else None  # [index, image, label]: the label comes last
     return None, None
+
+
+def _first_image(values: Any) -> bytes | None:
+    return next((v for v in values if isinstance(v, bytes) and image_format(v) is not None), None)
 
 
 def _name(key: Any) -> str:

@@ -15,6 +15,7 @@ A ``.txt`` whose lines name HDF5 files is an HDF5 list (``hdf5list.py``), never 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -72,9 +73,9 @@ def split_line(line: str) -> tuple[str, str | None]:
 
 def split_tabbed(line: str) -> tuple[str, str | None]:
     """(path, label token) of a line of a list separated by tabs: the label after the last tab (a path may hold
-    spaces, which is why such lists use tabs)."""
-    path, _, token = line.strip().rpartition("\t")
-    return path.strip(), token.strip()
+    spaces, which is why such lists use tabs); a line without a tab has no label."""
+    path, tab, token = line.strip().rpartition("\t")
+    return (path.strip(), token.strip()) if tab else (line.strip(), None)
 
 
 def _dialect(path: Path, header: str) -> str:
@@ -131,13 +132,18 @@ def _is_im2rec(lines: list[tuple[int, str]]) -> bool:
     return bool(texts) and hits * 2 > min(len(texts), SNIFF_LINES)
 
 
+def _holds_paths(records: list[list[str]], col: int) -> bool:
+    """Whether most sampled rows hold an image file name in column ``col``."""
+    sample = [r for r in records[:SNIFF_LINES] if any(f.strip() for f in r)]
+    hits = sum(1 for r in sample if col < len(r) and _is_image_path(r[col]))
+    return bool(sample) and hits * 2 > len(sample)
+
+
 def _path_column(name: str, header: list[str], records: list[list[str]]) -> int:
     """The column of image paths when the header names none of PATH_COLUMNS: the one whose values are image
     file names (Kaggle's ``image_id`` of ``1000015157.jpg``). Raises UnsupportedSource when there is none."""
-    sample = [r for r in records[:SNIFF_LINES] if any(f.strip() for f in r)]
     for col in range(len(header)):
-        hits = sum(1 for r in sample if col < len(r) and _is_image_path(r[col]))
-        if sample and hits * 2 > len(sample):
+        if _holds_paths(records, col):
             return col
     columns = ", ".join(repr(h) for h in header)
     raise UnsupportedSource(
@@ -247,12 +253,14 @@ class ImageListSource(ImageFilesSource):
             lines.pop()  # the end of the last line
         if _is_im2rec(lines):
             return self._im2rec_rows(partial, lines)
-        for n, text in lines:
-            if not text.strip():  # std::getline hands Caffe an empty line: an empty path
-                self._syntax(partial, n, "blank line: Caffe reads an empty path here (ImageDataLayer stops)")
-        tabbed = all("\t" in text.strip() for _, text in lines if text.strip())  # "path<TAB>label" throughout
+        filled = [text for _, text in lines if text.strip()]
+        tabbed = sum("\t" in text.strip() for text in filled) * 2 > len(filled)  # "path<TAB>label" lines
         parsed = [(n, text, *(split_tabbed(text) if tabbed else split_line(text))) for n, text in lines if text.strip()]
         labelled = any(token is not None for _, _, _, token in parsed)
+        if labelled:  # (an unlabelled list is no Caffe list)
+            for n, text in lines:
+                if not text.strip():  # std::getline hands Caffe an empty line: an empty path
+                    self._syntax(partial, n, "blank line: Caffe reads an empty path here (ImageDataLayer stops)")
         rows: list[tuple[int, str, int | float | str | None]] = []
         for n, text, entry, token in parsed:
             if not labelled:
@@ -288,8 +296,12 @@ class ImageListSource(ImageFilesSource):
         path_col, label_col = _columns(header)
         if not any(any(field.strip() for field in record) for _, record in records):
             return []  # a header alone: the list names no file
+        rows_only = [record for _, record in records]
         if path_col is None:
-            path_col = _path_column(self.path.name, header, [record for _, record in records])
+            path_col = _path_column(self.path.name, header, rows_only)
+        elif not _holds_paths(rows_only, path_col):  # named 'image' but holding ids: a column of names wins
+            with contextlib.suppress(UnsupportedSource):
+                path_col = _path_column(self.path.name, header, rows_only)
         rows: list[tuple[int, str, int | float | str | None]] = []
         raw_labels: list[tuple[int, str, str]] = []
         for n, record in records:

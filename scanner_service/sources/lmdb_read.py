@@ -28,6 +28,7 @@ import numpy as np
 from ..items import DatasetMeta, EncodedImage, LabelBlock, Note, NumericBlock, ReadFailure
 from ..location import Location
 from ..records import Decoder, RecordTally
+from ..records.detect import short_text
 from ..statistics import channel_layout
 from .lmdb_pages import BAD_NODE, DAMAGE, Records, check_overflow, is_database_record, leaf_records, read_leaves
 
@@ -57,7 +58,6 @@ scripts), clovaai's ``num-samples``."""
 TEXT_RECORD_KEY = re.compile(rb"labels?[-_][0-9]+")
 """Text records beside the image records of text-recognition datasets (clovaai: ``image-000000001`` and its
 transcription under ``label-000000001``)."""
-TEXT_RECORD_BYTES = 4096
 
 
 def maybe_bookkeeping(key: bytes) -> bool:
@@ -76,17 +76,9 @@ def bookkeeping_kind(key: bytes | None, value: bytes | memoryview) -> str | None
         return None  # an image under any key is a sample
     if key in BOOKKEEPING_KEYS:
         return "bookkeeping"
-    if TEXT_RECORD_KEY.fullmatch(key) and 0 < len(value) <= TEXT_RECORD_BYTES and _is_text(bytes(value)):
+    if TEXT_RECORD_KEY.fullmatch(key) and short_text(value):
         return "text"
     return None
-
-
-def _is_text(raw: bytes) -> bool:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return all(ch.isprintable() or ch in "\t\n" for ch in text)
 
 
 def key_text(key: bytes | memoryview | None) -> str | None:

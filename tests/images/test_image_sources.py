@@ -366,3 +366,21 @@ def test_a_list_separated_by_tabs_may_hold_spaces_in_its_paths(
     assert codes(report) - {"L003", "L004", "L005"} == set() and report.summary.items_scanned == 2
     write("header.csv", b"image_id,label\n")  # a header alone names no file, whatever its columns
     assert places(scan_dir(tmp_path / "header.csv"), "S006") == ["header.csv"]
+
+
+def test_a_tab_list_with_one_bad_line_and_a_csv_whose_image_column_holds_ids(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """One line without its tab costs that line only; a column named ``image`` that holds ids gives way to the
+    column of file names beside it."""
+    for i in range(3):
+        write(f"my dir/{i}.png", png(rng))
+    write("tabs.txt", b"my dir/0.png\t0\nmy dir/1.png\t1\nmy dir/2.png\n")
+    report = scan_dir(tmp_path / "tabs.txt")
+    assert [(line, detail) for _, line, detail in _locs(report, "S005")] == [
+        (3, "no label after 'my dir/2.png' (expected 'path label')")
+    ]
+    assert report.summary.items_scanned == 2
+    write("meta.csv", b"image,image_path,label\n0,my dir/0.png,0\n1,my dir/1.png,1\n")
+    report = scan_dir(tmp_path / "meta.csv")
+    assert "S004" not in codes(report) and report.summary.items_scanned == 2

@@ -348,3 +348,21 @@ def test_msgpack_legacy_strings_big_labels_and_records_that_only_look_like_label
     images = [(f"gt_{i}", jpeg(i)) for i in range(20)]
     images[3] = ("gt_3", b"")
     assert keys_of(run_scan(make_env(images, name="images")), "I001") == ["gt_3"]
+
+
+def test_text_labels_small_text_datasets_and_what_a_msgpack_record_names_its_image(make_env: EnvMaker) -> None:
+    """clovaai labels in any script (a zero-width non-joiner is text), a small such database (its text records
+    have no vote in detecting the decoder), a damaged image under its name in a msgpack record (never replaced
+    by a thumbnail beside it), and a list record [index, image, label] whose label is the last integer."""
+    import msgpack
+
+    small = [(f"image-{i:09d}", jpeg(i)) for i in range(1, 5)]
+    small += [(f"label-{i:09d}", "می\u200cخواهم".encode()) for i in range(1, 5)] + [("num-samples", b"4")]
+    report = run_scan(make_env(small))
+    assert codes(report) == set() and report.info["lmdb.decoder"].startswith("image")
+    records = [(key(i), msgpack.packb({"img": jpeg(i), "thumb": jpeg(i, (8, 8)), "label": 0})) for i in range(20)]
+    records[2] = (key(2), msgpack.packb({"img": bytes(2000), "thumb": jpeg(2, (8, 8)), "label": 0}))
+    assert keys_of(run_scan(make_env(records, name="named")), "I002") == [key(2)]
+    listed = [(key(i), msgpack.packb([1000 + i, jpeg(i), i % 2])) for i in range(20)]
+    report = run_scan(make_env(listed, name="listed"), num_classes=2)
+    assert "L002" not in codes(report) and report.labels[0].total == 20

@@ -4,7 +4,7 @@ Unlike a pickle, a msgpack value is data only: decoding it runs no code, so dsca
 encoded image inside with the image checks, and takes the class label beside it. The image is the first
 bytes value under ``image``, ``img``, ``data``, ``jpg`` ... (judged whatever it starts with), else the first
 bytes value that starts like an image; the label the integer under ``label``, ``target``, ``y``, ``class`` or
-``cls`` (in a list, the last integer: ``[index, image, label]``).
+``cls`` (in a list, its only integer).
 """
 
 from __future__ import annotations
@@ -29,10 +29,15 @@ def unpack(value: bytes | memoryview) -> Any:
 
     if not len(value) or value[0] not in MAP_OR_ARRAY:
         raise MsgpackError("not a msgpack map or array")
-    try:  # raw: strings stay bytes, as the legacy format (use_bin_type=False) stores images as strings too
-        return msgpack.unpackb(bytes(value), raw=True, strict_map_key=False)
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise MsgpackError(f"not a msgpack record ({type(exc).__name__})") from exc
+    data = bytes(value)
+    for raw in (False, True):  # text as str; the legacy format (use_bin_type=False) stores images as "strings"
+        try:
+            return msgpack.unpackb(data, raw=raw, strict_map_key=False)
+        except UnicodeDecodeError:
+            continue
+        except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+            raise MsgpackError(f"not a msgpack record ({type(exc).__name__})") from exc
+    raise MsgpackError("not a msgpack record")
 
 
 def looks_like_msgpack(value: bytes | memoryview) -> bool:
@@ -47,7 +52,7 @@ def image_and_label(obj: Any) -> tuple[bytes | None, int | None]:
     """The encoded image and the class label a record holds (None where it holds none)."""
     if isinstance(obj, dict):
         keyed = {_name(k): v for k, v in obj.items()}
-        named = next((keyed[k] for k in IMAGE_KEYS if isinstance(keyed.get(k), bytes)), None)
+        named = next((keyed[k] for k in IMAGE_KEYS if _binary(keyed.get(k))), None)
         # the value under an image's name is the image, judged whatever it starts with (a damaged one must not
         # hide behind a thumbnail); else the first value that starts like an image
         image = named if named is not None else _first_image(obj.values())
@@ -55,12 +60,22 @@ def image_and_label(obj: Any) -> tuple[bytes | None, int | None]:
         return image, label
     if isinstance(obj, list | tuple):
         ints = [v for v in obj if _is_int(v)]
-        return _first_image(obj), ints[-1] if ints else None  # [index, image, label]: the label comes last
+        # (image, label): the one integer; with several ([index, image, label], [image, label, h, w]) no key says
+        # which is the label, and none is taken
+        return _first_image(obj), ints[0] if len(ints) == 1 else None
     return None, None
 
 
 def _first_image(values: Any) -> bytes | None:
     return next((v for v in values if isinstance(v, bytes) and image_format(v) is not None), None)
+
+
+def _binary(value: Any) -> bool:
+    """Bytes that may be an image: not a short text such as a file name (the legacy format's strings are
+    bytes too)."""
+    from .detect import short_text
+
+    return isinstance(value, bytes) and (image_format(value) is not None or not short_text(value))
 
 
 def _name(key: Any) -> str:

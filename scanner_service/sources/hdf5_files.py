@@ -6,6 +6,7 @@ without importing h5py.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -46,40 +47,39 @@ def is_hdf5_member(path: Path) -> bool:
 
 
 def folder_counts(folder: Path) -> tuple[int, int, int, int]:
-    """What a folder holds, searching down: HDF5 files by their extension, those of them that are data (not
-    sidecars: their folder does not hold twice as many images), HDF5 files among netCDF and MATLAB files (by
-    signature), and image files (by extension)."""
+    """What a folder holds, searching down: HDF5 files (by extension, or netCDF and MATLAB files by signature)
+    and image files (by extension), as (HDF5 files, their bytes, images, their bytes). Bytes are counted only
+    when the folder holds both."""
     from ..imaging.sniff import IMAGE_EXTENSIONS
 
-    named = data = maybe = images = 0
+    hdf5: list[str] = []
+    images: list[str] = []
     for root, _, names in os.walk(folder):
-        here_named = here_images = 0
         for name in names:
             suffix = os.path.splitext(name)[1].lower()
             if suffix in IMAGE_EXTENSIONS:
-                here_images += 1
-            elif suffix in SUFFIXES:
-                here_named += 1
-            elif suffix in MAYBE_SUFFIXES and has_signature(Path(root, name)):
-                maybe += 1
-        named += here_named
-        images += here_images
-        if here_images < 2 * here_named:
-            data += here_named
-    return named, data, maybe, images
+                images.append(os.path.join(root, name))
+            elif suffix in SUFFIXES or (suffix in MAYBE_SUFFIXES and has_signature(Path(root, name))):
+                hdf5.append(os.path.join(root, name))
+    if not hdf5 or not images:
+        return len(hdf5), 0, len(images), 0
+    return len(hdf5), _bytes(hdf5), len(images), _bytes(images)
 
 
-IMAGES_PER_HDF5 = 10
-"""An HDF5 folder may hold a few images beside its files (plots, previews): up to this many per HDF5 file."""
+def _bytes(paths: list[str]) -> int:
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            total += os.stat(path).st_size
+    return total
 
 
 def holds_hdf5(folder: Path) -> bool:
-    """Whether a folder is an HDF5 dataset rather than an image folder: it holds ``.h5`` files that are data
-    (not sidecars among a folder's images) and images do not outnumber them tenfold (plots beside the data),
-    or its HDF5 files, netCDF and MATLAB ones included, outnumber its images. So one stray ``.h5`` among an
-    image folder's images, or a MATLAB annotation beside each image, leaves it an image folder."""
-    named, data, maybe, images = folder_counts(folder)
-    return (data > 0 and images <= IMAGES_PER_HDF5 * data) or named + maybe > images
+    """Whether a folder is an HDF5 dataset rather than an image folder: it holds HDF5 files, and when it holds
+    images too, the HDF5 files hold at least as many bytes (plots beside the data, a features file or a MATLAB
+    annotation beside images: the data is what weighs)."""
+    files, hdf5_bytes, images, image_bytes = folder_counts(folder)
+    return files > 0 and (images == 0 or hdf5_bytes >= image_bytes)
 
 
 def is_hdf5_source(path: Path) -> bool:

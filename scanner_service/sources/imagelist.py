@@ -299,7 +299,8 @@ class ImageListSource(ImageFilesSource):
         rows_only = [record for _, record in records]
         if path_col is None:
             path_col = _path_column(self.path.name, header, rows_only)
-        elif not _holds_paths(rows_only, path_col):  # named 'image' but holding ids: a column of names wins
+        elif not _holds_paths(rows_only, path_col) and not self._existing(rows_only, path_col):
+            # named 'image' but holding ids (no such files): a column of file names wins
             with contextlib.suppress(UnsupportedSource):
                 path_col = _path_column(self.path.name, header, rows_only)
         rows: list[tuple[int, str, int | float | str | None]] = []
@@ -338,6 +339,12 @@ class ImageListSource(ImageFilesSource):
             rows += [(n, e, t) for n, e, t in raw_labels]
         rows.sort(key=lambda r: r[0])
         return rows
+
+    def _existing(self, records: list[list[str]], col: int) -> bool:
+        """Whether most sampled values of column ``col`` name files that exist (files need no extension)."""
+        sample = [r[col].strip() for r in records[:SNIFF_LINES] if col < len(r) and r[col].strip()]
+        found = sum(1 for value in sample if os.path.isfile(value if os.path.isabs(value) else self.root / value))
+        return bool(sample) and found * 2 > len(sample)
 
     def _im2rec_rows(
         self, partial: Partial, lines: list[tuple[int, str]]

@@ -1219,7 +1219,9 @@ class _MsgpackReader(_Reader):
                 yield self.bad_value(pos, key, value, "a msgpack record without an encoded image")
                 continue
             if label is not None and not -(1 << 63) <= label < 1 << 63:  # beyond any class id (a uint64 sentinel)
-                yield ReadFailure("L002", self.location(pos, key, f"label {label} is beyond 64 bits"), items=0)
+                yield ReadFailure(
+                    "L002", self.location(pos, key, f"label {label} is beyond the signed 64-bit range"), items=0
+                )
                 label = None
             self.labels.append(label if label is not None else NO_LABEL)
             self.accounted += 1

@@ -48,51 +48,39 @@ def test_unknown_kinds_and_paths_are_clear_errors(tmp_path: Path) -> None:
 
 
 def test_a_stray_hdf5_file_does_not_hide_an_image_folder(tmp_path: Path, rng: np.random.Generator) -> None:
-    """A folder is an HDF5 dataset when HDF5 files are at least as many as images: one ``features.h5`` among
-    an ImageFolder's images left every image unscanned and the scan passed. The other way round, images
-    beside HDF5 files are named as not scanned."""
+    """A folder holding HDF5 files and images is read as the kind that holds most of its bytes: a small features
+    file in an ImageFolder left every image unscanned and the scan passed; plots beside the HDF5 data, or a
+    MATLAB annotation beside each image, keep their real kind too. The report names what it did not scan."""
     from PIL import Image
+
+    def picture(path: Path, side: int = 96) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, (side, side, 3), dtype=np.uint8)).save(path)
 
     images = tmp_path / "images"
     for cls in ("cat", "dog"):
-        (images / cls).mkdir(parents=True)
-        Image.fromarray(rng.integers(0, 255, (40, 40, 3), dtype=np.uint8)).save(images / cls / "a.png")
+        picture(images / cls / "a.png")
     (images / "dog" / "b.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(40))  # damaged
-    write_h5(images / "dog" / "features.h5", {"x": rng.normal(size=(10, 4)).astype(np.float32)})
+    write_h5(images / "features.h5", {"x": rng.normal(size=(3, 16)).astype(np.float32)})
     assert detect_kind(images) == "images"
-    report = run_scan(images)
-    assert [loc.path for loc in finding(report, "I003").locations] == ["dog/b.png"]
-    arrays = tmp_path / "arrays"
-    arrays.mkdir()
-    for k in range(2):
-        write_h5(arrays / f"part{k}.h5", {"x": rng.normal(size=(10, 4)).astype(np.float32)})
-    Image.fromarray(rng.integers(0, 255, (40, 40, 3), dtype=np.uint8)).save(arrays / "preview.png")
-    assert detect_kind(arrays) == "hdf5"
-    report = run_scan(arrays)
-    assert report.source.files == 2
-    assert report.info["hdf5.images_not_scanned"].startswith("1 image file below this folder not scanned")
+    assert [loc.path for loc in finding(run_scan(images), "I003").locations] == ["dog/b.png"]
 
-
-def test_plots_beside_hdf5_files_and_annotations_beside_images(tmp_path: Path, rng: np.random.Generator) -> None:
-    """A few plots beside the HDF5 data leave it an HDF5 dataset; a MATLAB annotation beside each image leaves
-    an image folder one (either way round, the folder's real defect was lost)."""
-    from PIL import Image
-
-    data = tmp_path / "run"
-    x = rng.normal(size=(10, 4)).astype(np.float32)
+    run = tmp_path / "run"
+    x = rng.normal(size=(2000, 16)).astype(np.float32)
     x[3, 1] = np.nan
-    write_h5(data / "train.h5", {"x": x})
-    write_h5(data / "val.h5", {"x": rng.normal(size=(10, 4)).astype(np.float32)})
+    write_h5(run / "train.h5", {"x": x})
+    write_h5(run / "val.h5", {"x": rng.normal(size=(500, 16)).astype(np.float32)})
     for k in range(3):
-        (data / "plots").mkdir(exist_ok=True)
-        Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(data / "plots" / f"loss{k}.png")
-    assert detect_kind(data) == "hdf5"
-    assert [(loc.path, loc.index) for loc in finding(run_scan(data), "V001").locations] == [("train.h5", 3)]
+        picture(run / "plots" / f"loss{k}.png", 48)
+    assert detect_kind(run) == "hdf5"
+    report = run_scan(run)
+    assert [(loc.path, loc.index) for loc in finding(report, "V001").locations] == [("train.h5", 3)]
+    assert report.info["hdf5.images_not_scanned"].startswith("3 image files below this folder not scanned")
+
     pictures = tmp_path / "pictures"
     for k in range(4):
-        (pictures / "images").mkdir(parents=True, exist_ok=True)
-        Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(pictures / "images" / f"{k}.jpg")
+        picture(pictures / "images" / f"{k}.png")
         write_h5(pictures / "annotations" / f"{k}.mat", {"box": np.ones(4)})
-    (pictures / "images" / "3.jpg").write_bytes(b"<html><body>rate limited</body></html>")
+    (pictures / "images" / "3.png").write_bytes(b"<html><body>rate limited</body></html>")
     assert detect_kind(pictures) == "images"
-    assert [loc.path for loc in finding(run_scan(pictures), "I002").locations] == ["images/3.jpg"]
+    assert [loc.path for loc in finding(run_scan(pictures), "I002").locations] == ["images/3.png"]

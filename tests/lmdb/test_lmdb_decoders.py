@@ -353,7 +353,8 @@ def test_msgpack_legacy_strings_big_labels_and_records_that_only_look_like_label
 def test_text_labels_small_text_datasets_and_what_a_msgpack_record_names_its_image(make_env: EnvMaker) -> None:
     """clovaai labels in any script (a zero-width non-joiner is text), a small such database (its text records
     have no vote in detecting the decoder), a damaged image under its name in a msgpack record (never replaced
-    by a thumbnail beside it), and a list record [index, image, label] whose label is the last integer."""
+    by a thumbnail beside it), and list records: (image, label) takes the one integer, [index, image, label]
+    none (no key says which)."""
     import msgpack
 
     small = [(f"image-{i:09d}", jpeg(i)) for i in range(1, 5)]
@@ -365,4 +366,8 @@ def test_text_labels_small_text_datasets_and_what_a_msgpack_record_names_its_ima
     assert keys_of(run_scan(make_env(records, name="named")), "I002") == [key(2)]
     listed = [(key(i), msgpack.packb([1000 + i, jpeg(i), i % 2])) for i in range(20)]
     report = run_scan(make_env(listed, name="listed"), num_classes=2)
-    assert "L002" not in codes(report) and report.labels[0].total == 20
+    assert "L002" not in codes(report) and report.labels == []  # which integer is the label, no key says
+    pairs = [(key(i), msgpack.packb([jpeg(i), i % 2])) for i in range(20)]
+    assert run_scan(make_env(pairs, name="pairs"), num_classes=2).labels[0].total == 20
+    named = [(key(i), msgpack.packb({"image": f"train/{i}.jpg", "content": jpeg(i), "label": 0})) for i in range(20)]
+    assert codes(run_scan(make_env(named, name="paths"))) == set()  # a file name under 'image' is no image

@@ -379,11 +379,11 @@ class Hdf5Source(Source):
             tally.path = "." if multi else tally.path
             tally.dataset = stream
         if self.path.is_dir():
-            images = folder_counts(self.path)[2]
+            images = folder_counts(self.path).images
             if images:
                 partial.info["hdf5.images_not_scanned"] = (
-                    f"{images} image file{'s' if images > 1 else ''} below this folder not scanned (its HDF5 files "
-                    "hold most of its bytes: it was read as an HDF5 dataset): scan an image folder on its own"
+                    f"{images} image file{'s' if images > 1 else ''} below this folder not scanned (it was read as an "
+                    "HDF5 dataset): scan an image folder on its own"
                 )
         if self._matlab:
             shown = ", ".join(self._matlab[:UNSCANNED_SHOWN]) + (" ..." if len(self._matlab) > UNSCANNED_SHOWN else "")

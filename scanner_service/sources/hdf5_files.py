@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -46,24 +47,38 @@ def is_hdf5_member(path: Path) -> bool:
     return suffix in SUFFIXES or (suffix in MAYBE_SUFFIXES and has_signature(path))
 
 
-def folder_counts(folder: Path) -> tuple[int, int, int, int]:
-    """What a folder holds, searching down: HDF5 files (by extension, or netCDF and MATLAB files by signature)
-    and image files (by extension), as (HDF5 files, their bytes, images, their bytes). Bytes are counted only
-    when the folder holds both."""
+@dataclass(frozen=True, slots=True)
+class FolderCounts:
+    """What a folder holds, searching down: HDF5 files by extension (``named``), netCDF-4 and MATLAB v7.3 files
+    by signature (``maybe``), image files by extension, and the bytes of each kind (counted only when the folder
+    holds both kinds)."""
+
+    named: int
+    maybe: int
+    images: int
+    hdf5_bytes: int = 0
+    image_bytes: int = 0
+
+
+def folder_counts(folder: Path) -> FolderCounts:
     from ..imaging.sniff import IMAGE_EXTENSIONS
 
-    hdf5: list[str] = []
+    named: list[str] = []
+    maybe: list[str] = []
     images: list[str] = []
     for root, _, names in os.walk(folder):
         for name in names:
             suffix = os.path.splitext(name)[1].lower()
+            path = os.path.join(root, name)
             if suffix in IMAGE_EXTENSIONS:
-                images.append(os.path.join(root, name))
-            elif suffix in SUFFIXES or (suffix in MAYBE_SUFFIXES and has_signature(Path(root, name))):
-                hdf5.append(os.path.join(root, name))
-    if not hdf5 or not images:
-        return len(hdf5), 0, len(images), 0
-    return len(hdf5), _bytes(hdf5), len(images), _bytes(images)
+                images.append(path)
+            elif suffix in SUFFIXES:
+                named.append(path)
+            elif suffix in MAYBE_SUFFIXES and has_signature(Path(path)):
+                maybe.append(path)
+    if not (named or maybe) or not images:
+        return FolderCounts(len(named), len(maybe), len(images))
+    return FolderCounts(len(named), len(maybe), len(images), _bytes(named + maybe), _bytes(images))
 
 
 def _bytes(paths: list[str]) -> int:
@@ -74,12 +89,24 @@ def _bytes(paths: list[str]) -> int:
     return total
 
 
+PLOTS_PER_FILE = 2
+"""Images an HDF5 dataset may hold beside each ``.h5`` file (plots, previews) and still be one, whatever
+their bytes."""
+
+
 def holds_hdf5(folder: Path) -> bool:
-    """Whether a folder is an HDF5 dataset rather than an image folder: it holds HDF5 files, and when it holds
-    images too, the HDF5 files hold at least as many bytes (plots beside the data, a features file or a MATLAB
-    annotation beside images: the data is what weighs)."""
-    files, hdf5_bytes, images, image_bytes = folder_counts(folder)
-    return files > 0 and (images == 0 or hdf5_bytes >= image_bytes)
+    """Whether a folder is an HDF5 dataset rather than an image folder. With no image, when it holds HDF5
+    files. With images too: when its ``.h5`` files hold at least as many bytes as the images, or the images
+    are no more than a few per ``.h5`` file (plots beside the data), or netCDF and MATLAB files outnumber
+    them. So a features file or a MATLAB annotation beside each image leaves an image folder one."""
+    c = folder_counts(folder)
+    if c.named + c.maybe == 0:
+        return False
+    if c.images == 0:
+        return True
+    if c.named and (c.images <= PLOTS_PER_FILE * c.named or c.hdf5_bytes >= c.image_bytes):
+        return True
+    return c.maybe > c.images
 
 
 def is_hdf5_source(path: Path) -> bool:

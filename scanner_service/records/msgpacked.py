@@ -23,8 +23,10 @@ class MsgpackError(ValueError):
     """A value that is no msgpack record."""
 
 
-def unpack(value: bytes | memoryview) -> Any:
-    """The object a msgpack value holds; MsgpackError when the value is no (single, whole) msgpack object."""
+def unpack(value: bytes | memoryview) -> tuple[Any, bool]:
+    """The object a msgpack value holds (text as str, binary as bytes; in the legacy format, whose strings are
+    not UTF-8, every string as bytes: then the flag is set); MsgpackError when the value is no (single, whole)
+    msgpack object."""
     import msgpack
 
     if not len(value) or value[0] not in MAP_OR_ARRAY:
@@ -32,7 +34,7 @@ def unpack(value: bytes | memoryview) -> Any:
     data = bytes(value)
     for raw in (False, True):  # text as str; the legacy format (use_bin_type=False) stores images as "strings"
         try:
-            return msgpack.unpackb(data, raw=raw, strict_map_key=False)
+            return msgpack.unpackb(data, raw=raw, strict_map_key=False), raw
         except UnicodeDecodeError:
             continue
         except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
@@ -43,16 +45,25 @@ def unpack(value: bytes | memoryview) -> Any:
 def looks_like_msgpack(value: bytes | memoryview) -> bool:
     """A msgpack map or array that holds an encoded image (what the ``msgpack`` decoder reads)."""
     try:
-        return image_and_label(unpack(value))[0] is not None
+        return read_record(value)[0] is not None
     except MsgpackError:
         return False
 
 
-def image_and_label(obj: Any) -> tuple[bytes | None, int | None]:
-    """The encoded image and the class label a record holds (None where it holds none)."""
+def read_record(value: bytes | memoryview) -> tuple[bytes | None, int | None]:
+    """The encoded image and the class label a msgpack value holds (None where it holds none); MsgpackError
+    when it is no msgpack record."""
+    obj, legacy = unpack(value)
+    return image_and_label(obj, legacy)
+
+
+def image_and_label(obj: Any, legacy: bool = False) -> tuple[bytes | None, int | None]:
+    """The encoded image and the class label a record holds (None where it holds none). ``legacy``: strings
+    came back as bytes, so a line of text under an image's name is a file name, not an image."""
     if isinstance(obj, dict):
         keyed = {_name(k): v for k, v in obj.items()}
-        named = next((keyed[k] for k in IMAGE_KEYS if _binary(keyed.get(k))), None)
+        found = (_image_bytes(keyed.get(k), legacy) for k in IMAGE_KEYS)
+        named = next((v for v in found if v is not None), None)
         # the value under an image's name is the image, judged whatever it starts with (a damaged one must not
         # hide behind a thumbnail); else the first value that starts like an image
         image = named if named is not None else _first_image(obj.values())
@@ -67,15 +78,28 @@ def image_and_label(obj: Any) -> tuple[bytes | None, int | None]:
 
 
 def _first_image(values: Any) -> bytes | None:
-    return next((v for v in values if isinstance(v, bytes) and image_format(v) is not None), None)
+    for value in values:
+        raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+        if isinstance(raw, bytes) and image_format(raw) is not None:
+            return raw
+    return None
 
 
-def _binary(value: Any) -> bool:
-    """Bytes that may be an image: not a short text such as a file name (the legacy format's strings are
-    bytes too)."""
+def _image_bytes(value: Any, legacy: bool) -> bytes | None:
+    """The bytes a value under an image's name holds as an image: binary, judged whatever it starts with (a
+    damaged image must not hide behind a thumbnail), except, in the legacy format, a string that is a line of
+    text (a file name); a str only when its bytes start like an image (a legacy string that happened to be
+    UTF-8: a small BMP tile)."""
     from .detect import short_text
 
-    return isinstance(value, bytes) and (image_format(value) is not None or not short_text(value))
+    if isinstance(value, str):
+        raw = value.encode("utf-8", "surrogateescape")
+        return raw if image_format(raw) is not None else None
+    if not isinstance(value, bytes):
+        return None
+    if legacy and image_format(value) is None and short_text(value):
+        return None
+    return value
 
 
 def _name(key: Any) -> str:

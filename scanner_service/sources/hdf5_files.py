@@ -49,9 +49,9 @@ def is_hdf5_member(path: Path) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class FolderCounts:
-    """What a folder holds, searching down: HDF5 files by extension (``named``), netCDF-4 and MATLAB v7.3 files
-    by signature (``maybe``), image files by extension, and the bytes of each kind (counted only when the folder
-    holds both kinds)."""
+    """What a folder holds, searching down (folder links followed): HDF5 files by extension (``named``),
+    netCDF-4 and MATLAB v7.3 files by signature (``maybe``), image files by extension, and the bytes of the
+    ``named`` files and of the images (counted only when the folder holds both kinds)."""
 
     named: int
     maybe: int
@@ -66,7 +66,17 @@ def folder_counts(folder: Path) -> FolderCounts:
     named: list[str] = []
     maybe: list[str] = []
     images: list[str] = []
-    for root, _, names in os.walk(folder):
+    seen: set[tuple[int, int]] = set()
+    for root, dirs, names in os.walk(folder, followlinks=True):  # as the scans follow folder links
+        try:
+            st = os.stat(root)
+        except OSError:
+            dirs.clear()
+            continue
+        if (st.st_dev, st.st_ino) in seen:  # a link cycle, or a folder reached twice
+            dirs.clear()
+            continue
+        seen.add((st.st_dev, st.st_ino))
         for name in names:
             suffix = os.path.splitext(name)[1].lower()
             path = os.path.join(root, name)
@@ -78,7 +88,7 @@ def folder_counts(folder: Path) -> FolderCounts:
                 maybe.append(path)
     if not (named or maybe) or not images:
         return FolderCounts(len(named), len(maybe), len(images))
-    return FolderCounts(len(named), len(maybe), len(images), _bytes(named + maybe), _bytes(images))
+    return FolderCounts(len(named), len(maybe), len(images), _bytes(named), _bytes(images))
 
 
 def _bytes(paths: list[str]) -> int:

@@ -287,11 +287,11 @@ Range = tuple[int, int, bytes, bytes]
 
 def _labelled(sample: list[bytes]) -> bool:
     """Whether sampled msgpack records carry class labels beside their images."""
-    from ..records.msgpacked import MsgpackError, image_and_label, unpack
+    from ..records.msgpacked import MsgpackError, read_record
 
     for value in sample:
         with contextlib.suppress(MsgpackError):
-            if image_and_label(unpack(value))[1] is not None:
+            if read_record(value)[1] is not None:
                 return True
     return False
 

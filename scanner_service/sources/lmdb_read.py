@@ -1204,12 +1204,12 @@ class _MsgpackReader(_Reader):
     the image checks, the labels go to the label checks."""
 
     def loop(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
-        from ..records.msgpacked import MsgpackError, image_and_label, unpack
+        from ..records.msgpacked import MsgpackError, read_record
 
         for pos, value in it:
             key = self.key(pos)
             try:
-                image, label = image_and_label(unpack(value))
+                image, label = read_record(value)
             except MsgpackError as exc:
                 self.labels.append(NO_LABEL)
                 yield self.bad_value(pos, key, value, str(exc))

@@ -84,3 +84,29 @@ def test_a_stray_hdf5_file_does_not_hide_an_image_folder(tmp_path: Path, rng: np
     (pictures / "images" / "3.png").write_bytes(b"<html><body>rate limited</body></html>")
     assert detect_kind(pictures) == "images"
     assert [loc.path for loc in finding(run_scan(pictures), "I002").locations] == ["images/3.png"]
+
+
+def test_images_behind_a_folder_link_and_matlab_bytes_count_for_the_folder_kind(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """The kind of a folder counts the images behind its folder links (the scans follow them), and weighs only
+    the ``.h5`` files' bytes against the images' (MATLAB annotations beside the images are no HDF5 data)."""
+    from PIL import Image
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for k in range(6):
+        Image.fromarray(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(elsewhere / f"{k}.png")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "pictures").symlink_to(elsewhere)
+    (linked / "loop").symlink_to(linked)
+    write_h5(linked / "features.h5", {"x": rng.normal(size=(6, 8)).astype(np.float32)})
+    assert detect_kind(linked) == "images"
+    annotated = tmp_path / "annotated"
+    for k in range(6):
+        (annotated / "img").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(annotated / "img" / f"{k}.png")
+        write_h5(annotated / "ann" / f"{k}.mat", {"box": rng.normal(size=(400, 8))}, userblock_size=512)
+    write_h5(annotated / "features.h5", {"x": rng.normal(size=(6, 8)).astype(np.float32)})
+    assert detect_kind(annotated) == "images"

@@ -371,3 +371,26 @@ def test_text_labels_small_text_datasets_and_what_a_msgpack_record_names_its_ima
     assert run_scan(make_env(pairs, name="pairs"), num_classes=2).labels[0].total == 20
     named = [(key(i), msgpack.packb({"image": f"train/{i}.jpg", "content": jpeg(i), "label": 0})) for i in range(20)]
     assert codes(run_scan(make_env(named, name="paths"))) == set()  # a file name under 'image' is no image
+
+
+def test_msgpack_binary_under_an_image_name_is_judged_and_legacy_strings_that_are_images_read(
+    make_env: EnvMaker,
+) -> None:
+    """A bin value under 'image' is judged whatever it holds (a saved web page must not hide behind the
+    thumbnail beside it); a legacy string that happens to be UTF-8 (a small BMP) is still an image."""
+    import io
+    import struct
+
+    import msgpack
+    from PIL import Image
+
+    records = [(key(i), msgpack.packb({"image": jpeg(i), "thumb": jpeg(i, (8, 8)), "label": 0})) for i in range(12)]
+    records[4] = (key(4), msgpack.packb({"image": b"<html>404 Not Found</html>", "thumb": jpeg(4, (8, 8))}))
+    assert keys_of(run_scan(make_env(records)), "I002") == [key(4)]
+    header = struct.pack("<IiiHHIIiiII", 40, 1, 1, 1, 24, 0, 4, 0, 0, 0, 0)  # no resolution: every byte < 0x80
+    tile = b"BM" + struct.pack("<IHHI", 58, 0, 0, 54) + header + b"\x10\x20\x30\x00"
+    Image.open(io.BytesIO(tile)).load()  # a valid image
+    assert tile.decode("utf-8")
+    legacy = [(key(i), msgpack.packb({"image": tile, "label": 1}, use_bin_type=False)) for i in range(10)]
+    report = run_scan(make_env(legacy, name="legacy"))
+    assert report.info["lmdb.decoder"].startswith("msgpack") and not {"R001", "I002", "I003"} & codes(report)

@@ -13,7 +13,11 @@ from typing import Any
 
 from .image import image_format
 
-IMAGE_KEYS = ("image", "img", "data", "jpg", "jpeg", "png", "webp", "bytes", "buffer")
+IMAGE_KEYS = ("image", "img", "jpg", "jpeg", "png", "webp")
+"""Names whose value is the image, judged whatever it starts with."""
+GENERIC_KEYS = ("data", "bytes", "buffer")
+"""Names whose value is the image only when it starts like one (a feature vector may sit under ``data``); also
+where a nested dict keeps the bytes (msgpack-numpy's ``data``, Hugging Face's ``{"bytes": ..., "path": ...}``)."""
 LABEL_KEYS = ("label", "labels", "target", "y", "class", "cls", "class_id", "category")
 MAP_OR_ARRAY = frozenset({*range(0x81, 0x90), *range(0x91, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF})
 """First bytes of a non-empty msgpack map or array (fixmap, fixarray, array 16/32, map 16/32)."""
@@ -50,24 +54,26 @@ def looks_like_msgpack(value: bytes | memoryview) -> bool:
         return False
 
 
-def read_record(value: bytes | memoryview) -> tuple[bytes | None, int | None]:
+def read_record(value: bytes | memoryview) -> tuple[bytes | None, int | float | None]:
     """The encoded image and the class label a msgpack value holds (None where it holds none); MsgpackError
     when it is no msgpack record."""
     obj, legacy = unpack(value)
     return image_and_label(obj, legacy)
 
 
-def image_and_label(obj: Any, legacy: bool = False) -> tuple[bytes | None, int | None]:
+def image_and_label(obj: Any, legacy: bool = False) -> tuple[bytes | None, int | float | None]:
     """The encoded image and the class label a record holds (None where it holds none). ``legacy``: strings
     came back as bytes, so a line of text under an image's name is a file name, not an image."""
     if isinstance(obj, dict):
         keyed = {_name(k): v for k, v in obj.items()}
         found = (_image_bytes(keyed.get(k), legacy) for k in IMAGE_KEYS)
         named = next((v for v in found if v is not None), None)
+        if named is None:
+            named = _first_image(keyed[k] for k in GENERIC_KEYS if k in keyed)
         # the value under an image's name is the image, judged whatever it starts with (a damaged one must not
         # hide behind a thumbnail); else the first value that starts like an image
         image = named if named is not None else _first_image(obj.values())
-        label = next((keyed[k] for k in LABEL_KEYS if k in keyed and _is_int(keyed[k])), None)
+        label = next((keyed[k] for k in LABEL_KEYS if k in keyed and _is_number(keyed[k])), None)
         return image, label
     if isinstance(obj, list | tuple):
         ints = [v for v in obj if _is_int(v)]
@@ -78,8 +84,11 @@ def image_and_label(obj: Any, legacy: bool = False) -> tuple[bytes | None, int |
 
 
 def _first_image(values: Any) -> bytes | None:
+    """The first value that starts like an image: bytes, a legacy string, or the bytes inside a dict."""
     for value in values:
         raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+        if isinstance(raw, dict):
+            raw = _image_bytes(raw, legacy=False)
         if isinstance(raw, bytes) and image_format(raw) is not None:
             return raw
     return None
@@ -92,6 +101,9 @@ def _image_bytes(value: Any, legacy: bool) -> bytes | None:
     UTF-8: a small BMP tile)."""
     from .detect import short_text
 
+    if isinstance(value, dict):  # {"bytes": jpeg, "path": None}, msgpack-numpy's {"nd": True, "data": jpeg}
+        inner = {_name(k): v for k, v in value.items()}
+        return next((v for k in GENERIC_KEYS if isinstance(v := inner.get(k), bytes)), None)
     if isinstance(value, str):
         raw = value.encode("utf-8", "surrogateescape")
         return raw if image_format(raw) is not None else None
@@ -104,6 +116,11 @@ def _image_bytes(value: Any, legacy: bool) -> bytes | None:
 
 def _name(key: Any) -> str:
     return key.decode("utf-8", "replace").lower() if isinstance(key, bytes) else str(key).lower()
+
+
+def _is_number(value: Any) -> bool:
+    """An int or a float (a float label is judged by the label checks: 2.5 or NaN is no class id)."""
+    return _is_int(value) or isinstance(value, float)
 
 
 def _is_int(value: Any) -> bool:

@@ -40,7 +40,7 @@ from ..statistics import channel_layout
 from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_chunks import ChunkIndex, chunk_index
-from .hdf5_files import folder_counts, is_hdf5_member, is_hdf5_source
+from .hdf5_files import folder_counts, is_hdf5_member, is_hdf5_source, walk_files
 
 ZLIB_ERROR: type[Exception] = deflate.DeflateError
 """What libdeflate raises for damaged data (a bad stream, a wrong Adler-32, more data than the chunk holds)."""
@@ -346,7 +346,8 @@ class Hdf5Source(Source):
         """The HDF5 files to scan, in storage order, with their list line when they come from a list."""
         if self.path.is_file():
             return [(self.path, None)]
-        return [(p, None) for p in sorted(self.path.rglob("*")) if p.is_file() and is_hdf5_member(p)]
+        found = (Path(p) for p in walk_files(self.path))  # folder links followed, as for images
+        return [(p, None) for p in sorted(found) if p.is_file() and is_hdf5_member(p)]
 
     def plan(self) -> Plan:
         partial = Partial(cap=self.config.max_locations)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,29 +67,36 @@ def folder_counts(folder: Path) -> FolderCounts:
     named: list[str] = []
     maybe: list[str] = []
     images: list[str] = []
+    for path in walk_files(folder):
+        suffix = os.path.splitext(path)[1].lower()
+        if suffix in IMAGE_EXTENSIONS:
+            images.append(path)
+        elif suffix in SUFFIXES:
+            named.append(path)
+        elif suffix in MAYBE_SUFFIXES and has_signature(Path(path)):
+            maybe.append(path)
+    if not (named or maybe) or not images:
+        return FolderCounts(len(named), len(maybe), len(images))
+    return FolderCounts(len(named), len(maybe), len(images), _bytes(named), _bytes(images))
+
+
+def walk_files(folder: Path) -> Iterator[str]:
+    """The files below a folder, folder links followed as the scans follow them (a folder reached twice, by a
+    link cycle or two links, once)."""
     seen: set[tuple[int, int]] = set()
-    for root, dirs, names in os.walk(folder, followlinks=True):  # as the scans follow folder links
+    for root, dirs, names in os.walk(folder, followlinks=True):
         try:
             st = os.stat(root)
         except OSError:
             dirs.clear()
             continue
-        if (st.st_dev, st.st_ino) in seen:  # a link cycle, or a folder reached twice
+        if (st.st_dev, st.st_ino) in seen:
             dirs.clear()
             continue
         seen.add((st.st_dev, st.st_ino))
+        dirs.sort()
         for name in names:
-            suffix = os.path.splitext(name)[1].lower()
-            path = os.path.join(root, name)
-            if suffix in IMAGE_EXTENSIONS:
-                images.append(path)
-            elif suffix in SUFFIXES:
-                named.append(path)
-            elif suffix in MAYBE_SUFFIXES and has_signature(Path(path)):
-                maybe.append(path)
-    if not (named or maybe) or not images:
-        return FolderCounts(len(named), len(maybe), len(images))
-    return FolderCounts(len(named), len(maybe), len(images), _bytes(named), _bytes(images))
+            yield os.path.join(root, name)
 
 
 def _bytes(paths: list[str]) -> int:

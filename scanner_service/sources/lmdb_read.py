@@ -1218,6 +1218,12 @@ class _MsgpackReader(_Reader):
                 self.labels.append(NO_LABEL)
                 yield self.bad_value(pos, key, value, "a msgpack record without an encoded image")
                 continue
+            if isinstance(label, float):  # 3.0 is class 3; 2.5 or NaN is no class id
+                if label.is_integer():
+                    label = int(label)
+                else:
+                    yield ReadFailure("L002", self.location(pos, key, f"label {label!r} is not a class id"), items=0)
+                    label = None
             if label is not None and not -(1 << 63) <= label < 1 << 63:  # beyond any class id (a uint64 sentinel)
                 yield ReadFailure(
                     "L002", self.location(pos, key, f"label {label} is beyond the signed 64-bit range"), items=0

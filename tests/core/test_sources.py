@@ -110,3 +110,18 @@ def test_images_behind_a_folder_link_and_matlab_bytes_count_for_the_folder_kind(
         write_h5(annotated / "ann" / f"{k}.mat", {"box": rng.normal(size=(400, 8))}, userblock_size=512)
     write_h5(annotated / "features.h5", {"x": rng.normal(size=(6, 8)).astype(np.float32)})
     assert detect_kind(annotated) == "images"
+
+
+def test_hdf5_files_behind_a_folder_link_are_scanned(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A folder whose HDF5 shards sit behind a folder link (the scan found none and passed)."""
+    shards = tmp_path / "shards"
+    x = rng.normal(size=(20, 4)).astype(np.float32)
+    x[7, 0] = np.nan
+    write_h5(shards / "train.h5", {"x": x})
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    (dataset / "shards").symlink_to(shards)
+    (dataset / "loop").symlink_to(dataset)
+    report = run_scan(dataset)
+    assert report.source.files == 1
+    assert [(loc.path, loc.index) for loc in finding(report, "V001").locations] == [("shards/train.h5", 7)]

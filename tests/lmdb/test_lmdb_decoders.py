@@ -394,3 +394,24 @@ def test_msgpack_binary_under_an_image_name_is_judged_and_legacy_strings_that_ar
     legacy = [(key(i), msgpack.packb({"image": tile, "label": 1}, use_bin_type=False)) for i in range(10)]
     report = run_scan(make_env(legacy, name="legacy"))
     assert report.info["lmdb.decoder"].startswith("msgpack") and not {"R001", "I002", "I003"} & codes(report)
+
+
+def test_msgpack_images_nested_as_converters_write_them_and_float_labels(make_env: EnvMaker) -> None:
+    """Hugging Face's Image feature ({"bytes": ..., "path": None}) and msgpack-numpy's arrays ({"nd": True,
+    "data": ...}) keep the image one level down; a feature vector under 'data' beside 'jpg' is no image; a
+    label of 2.5 is no class id (3.0 is class 3)."""
+    import msgpack
+
+    hf = [(key(i), msgpack.packb({"image": {"bytes": jpeg(i), "path": None}, "label": i % 2})) for i in range(10)]
+    hf[3] = (key(3), msgpack.packb({"image": {"bytes": jpeg(3)[:200], "path": None}, "label": 1}))
+    assert keys_of(run_scan(make_env(hf)), "I003") == [key(3)]
+    nd = [
+        (key(i), msgpack.packb([{"nd": True, "type": "|u1", "shape": [9], "data": jpeg(i)}, i % 2])) for i in range(10)
+    ]
+    assert codes(run_scan(make_env(nd, name="nd"))) == set()
+    features = np.ones(16, np.float32).tobytes()
+    wds = [(key(i), msgpack.packb({"jpg": jpeg(i), "data": features, "cls": float(i % 2)})) for i in range(10)]
+    wds[6] = (key(6), msgpack.packb({"jpg": jpeg(6), "data": features, "cls": 2.5}))
+    report = run_scan(make_env(wds, name="wds"))
+    assert keys_of(report, "L002") == [key(6)] and "I002" not in codes(report)
+    assert "label 2.5 is not a class id" in finding(report, "L002").locations[0].detail

@@ -185,7 +185,7 @@ FORM_FIELDS = (
         "decoder",
         "LMDB decoder",
         "text",
-        "How LMDB values are decoded: datum, image, npy or raw:DTYPE:SHAPE (empty: detected).",
+        "How LMDB values are decoded: datum, image, npy, msgpack or raw:DTYPE:SHAPE (empty: detected).",
         advanced=True,
         placeholder="datum",
         datalist="decoders",
@@ -213,7 +213,7 @@ FORM_FIELDS = (
         advanced=True,
     ),
 )
-DECODERS = ("datum", "image", "npy", "raw:float32:3,32,32")
+DECODERS = ("datum", "image", "npy", "msgpack", "raw:float32:3,32,32")
 
 
 def suggestions(request: Request, settings: Settings) -> list[str]:

@@ -17,6 +17,24 @@ MEDIA_TYPES = {
 }
 
 
+NOTES = ("hdf5.not_scanned", "hdf5.images_not_scanned", "hdf5.matlab", "images.skipped", "lmdb.text_records")
+"""Report ``info`` entries every human-readable format shows: what the scan left out, and how to read its
+indices, so that a pass is read right."""
+NOTE_PREFIXES = ("lmdb.bookkeeping ", "lmdb.named_database ")
+"""Report ``info`` entries, one per record, that are notes too."""
+
+
+def notes(report: Report) -> list[str]:
+    """The notes of a report, in a stable order (``NOTES``, then the per-record ones by key)."""
+    fixed = [report.info[key] for key in NOTES if key in report.info]
+    named = [
+        f"{key.split(' ', 1)[1]}: {value}"
+        for key, value in sorted(report.info.items())
+        if key.startswith(NOTE_PREFIXES)
+    ]
+    return fixed + named
+
+
 def render(report: Report, fmt: str) -> str:
     if fmt not in MODULES:
         raise UsageError(f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
@@ -25,4 +43,4 @@ def render(report: Report, fmt: str) -> str:
     return text
 
 
-__all__ = ["FORMATS", "MEDIA_TYPES", "render"]
+__all__ = ["FORMATS", "MEDIA_TYPES", "NOTES", "notes", "render"]

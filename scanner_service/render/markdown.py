@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import checks
 from ..report import Report
+from . import notes
 from .text import human_bytes
 
 SPECIAL = frozenset("\\`*_<>[]#|~!&")
@@ -56,6 +57,9 @@ def render(report: Report) -> str:
         if f.truncated:
             lines.append(f"- … and {f.count - len(f.locations)} more")
         lines.append("")
+    shown = notes(report)
+    if shown:
+        lines += ["## Notes", ""] + [f"- {_text(note)}" for note in shown] + [""]
     for lab in report.labels:
         lines += [f"## Labels {_code(lab.dataset or lab.path)} ({lab.kind})", ""]
         if lab.kind == "classes" and lab.histogram:

@@ -12,6 +12,7 @@ from rich.text import Text
 from .. import checks
 from ..report import Report
 from ..severity import Severity
+from . import notes
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -22,11 +23,6 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TB"
-
-
-NOTES = ("hdf5.not_scanned", "hdf5.images_not_scanned", "hdf5.matlab", "images.skipped")
-"""Report ``info`` entries the text format shows: what the scan left out, and how to read its indices, so that
-a pass is read right."""
 
 
 def render(report: Report, color: bool = False, width: int = 100) -> str:
@@ -79,10 +75,10 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
         console.print(table)
         if len(lab.histogram) > 50:
             console.print(Text(f"  ... {len(lab.histogram) - 50} more classes (see --format json)"))
-    notes = [report.info[key] for key in NOTES if key in report.info]
-    if notes:
+    shown = notes(report)
+    if shown:
         console.print()
-        for note in notes:
+        for note in shown:
             console.print(Text(_hanging("note: ", note, width), style="dim"), soft_wrap=True)
     console.print()
     verdict = "PASSED" if s.passed else "FAILED"

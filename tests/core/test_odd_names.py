@@ -308,3 +308,22 @@ def test_a_damaged_run_in_a_large_unchunked_block_is_found_to_the_row(tmp_path: 
     assert bad.index == 61700 and bad.detail is not None and bad.detail.startswith("rows 61700-61749 unreadable")
     assert [loc.index for loc in finding(report, "V001").locations] == [61695]
     assert [loc.index for loc in finding(report, "V002").locations] == [61760]
+
+
+def test_notes_reach_every_human_readable_format(tmp_path: Path) -> None:
+    """What the scan left out is said in text, markdown (CI summaries, PR comments) and JUnit (the suite's
+    output), not only on the terminal."""
+    path = tmp_path / "odd.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("x", data=np.arange(6, dtype=np.float32).reshape(3, 2) + [[0, 1]] * 3)
+        ragged = fh.create_dataset("v", (1,), dtype=h5py.vlen_dtype(np.float32))
+        ragged[0] = np.array([1.0], np.float32)
+    expected = "1 dataset not scanned: odd.h5:/v (variable-length float32)"
+    for fmt, marker in (("text", "note: "), ("markdown", "## Notes"), ("junit", "<system-out>note: ")):
+        out = subprocess.run(
+            [sys.executable, "-m", "scanner_service.cli", "scan", str(path), "--format", fmt],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        assert marker in out and expected.replace("_", "\\_" if fmt == "markdown" else "_") in out, (fmt, out)

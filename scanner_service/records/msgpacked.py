@@ -54,14 +54,14 @@ def looks_like_msgpack(value: bytes | memoryview) -> bool:
         return False
 
 
-def read_record(value: bytes | memoryview) -> tuple[bytes | None, int | float | None]:
-    """The encoded image and the class label a msgpack value holds (None where it holds none); MsgpackError
-    when it is no msgpack record."""
+def read_record(value: bytes | memoryview) -> tuple[bytes | None, Any]:
+    """The encoded image and the label a msgpack value holds (None where it holds none; the label as stored,
+    a number or not); MsgpackError when it is no msgpack record."""
     obj, legacy = unpack(value)
     return image_and_label(obj, legacy)
 
 
-def image_and_label(obj: Any, legacy: bool = False) -> tuple[bytes | None, int | float | None]:
+def image_and_label(obj: Any, legacy: bool = False) -> tuple[bytes | None, Any]:
     """The encoded image and the class label a record holds (None where it holds none). ``legacy``: strings
     came back as bytes, so a line of text under an image's name is a file name, not an image."""
     if isinstance(obj, dict):
@@ -73,7 +73,7 @@ def image_and_label(obj: Any, legacy: bool = False) -> tuple[bytes | None, int |
         # the value under an image's name is the image, judged whatever it starts with (a damaged one must not
         # hide behind a thumbnail); else the first value that starts like an image
         image = named if named is not None else _first_image(obj.values())
-        label = next((keyed[k] for k in LABEL_KEYS if k in keyed and _is_number(keyed[k])), None)
+        label = next((keyed[k] for k in LABEL_KEYS if k in keyed), None)  # a label that is no number: the caller says
         return image, label
     if isinstance(obj, list | tuple):
         ints = [v for v in obj if _is_int(v)]

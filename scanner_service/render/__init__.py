@@ -17,7 +17,14 @@ MEDIA_TYPES = {
 }
 
 
-NOTES = ("hdf5.not_scanned", "hdf5.images_not_scanned", "hdf5.matlab", "images.skipped", "lmdb.text_records")
+NOTES = (
+    "hdf5.not_scanned",
+    "hdf5.images_not_scanned",
+    "hdf5.matlab",
+    "images.skipped",
+    "lmdb.text_records",
+    "lmdb.labels",
+)
 """Report ``info`` entries every human-readable format shows: what the scan left out, and how to read its
 indices, so that a pass is read right."""
 NOTE_PREFIXES = ("lmdb.bookkeeping ", "lmdb.named_database ")

@@ -291,7 +291,8 @@ def _labelled(sample: list[bytes]) -> bool:
 
     for value in sample:
         with contextlib.suppress(MsgpackError):
-            if read_record(value)[1] is not None:
+            label = read_record(value)[1]
+            if isinstance(label, int | float) and not isinstance(label, bool):
                 return True
     return False
 

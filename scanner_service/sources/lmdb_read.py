@@ -1218,6 +1218,11 @@ class _MsgpackReader(_Reader):
                 self.labels.append(NO_LABEL)
                 yield self.bad_value(pos, key, value, "a msgpack record without an encoded image")
                 continue
+            if label is not None and (isinstance(label, bool) or not isinstance(label, int | float)):
+                name = label.decode("utf-8", "replace") if isinstance(label, bytes) else label
+                detail = f"records whose label is no number (such as {name!r}): left out of the label checks"
+                yield Note(info={"lmdb.labels": detail})
+                label = None
             if isinstance(label, float):  # 3.0 is class 3; 2.5 or NaN is no class id
                 if label.is_integer():
                     label = int(label)

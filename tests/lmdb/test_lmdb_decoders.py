@@ -415,3 +415,17 @@ def test_msgpack_images_nested_as_converters_write_them_and_float_labels(make_en
     report = run_scan(make_env(wds, name="wds"))
     assert keys_of(report, "L002") == [key(6)] and "I002" not in codes(report)
     assert "label 2.5 is not a class id" in finding(report, "L002").locations[0].detail
+
+
+def test_msgpack_labels_that_are_no_number_are_named(make_env: EnvMaker) -> None:
+    """A label stored as text ('cat') is left out of the label checks with a note saying so (it was left out
+    without a word)."""
+    import msgpack
+
+    records = [(key(i), msgpack.packb({"img": jpeg(i), "label": i % 3})) for i in range(12)]
+    records[4] = (key(4), msgpack.packb({"img": jpeg(4), "label": "cat"}))
+    report = run_scan(make_env(records))
+    assert (
+        report.info["lmdb.labels"] == "records whose label is no number (such as 'cat'): left out of the label checks"
+    )
+    assert report.labels[0].total == 11

@@ -73,7 +73,10 @@ def image_and_label(obj: Any, legacy: bool = False) -> tuple[bytes | None, Any]:
         # the value under an image's name is the image, judged whatever it starts with (a damaged one must not
         # hide behind a thumbnail); else the first value that starts like an image
         image = named if named is not None else _first_image(obj.values())
-        label = next((keyed[k] for k in LABEL_KEYS if k in keyed), None)  # a label that is no number: the caller says
+        # the first label that is a number ('class': 'cat' beside 'class_id': 0); else the first one stored, for
+        # the caller to name as no number
+        stored = [keyed[k] for k in LABEL_KEYS if keyed.get(k) is not None]
+        label = next((v for v in stored if _is_number(v)), stored[0] if stored else None)
         return image, label
     if isinstance(obj, list | tuple):
         ints = [v for v in obj if _is_int(v)]

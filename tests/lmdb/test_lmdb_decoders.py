@@ -429,3 +429,14 @@ def test_msgpack_labels_that_are_no_number_are_named(make_env: EnvMaker) -> None
         report.info["lmdb.labels"] == "records whose label is no number (such as 'cat'): left out of the label checks"
     )
     assert report.labels[0].total == 11
+
+
+def test_msgpack_label_is_the_first_stored_number(make_env: EnvMaker) -> None:
+    """A class name beside its id ('class': 'cat', 'class_id': 0) and an empty 'label' beside 'target': the
+    number is the label (a name or None first hid it, and the label checks did not run)."""
+    import msgpack
+
+    named = [(key(i), msgpack.packb({"img": jpeg(i), "class": "cat", "class_id": i % 2})) for i in range(8)]
+    assert run_scan(make_env(named)).labels[0].total == 8
+    empty = [(key(i), msgpack.packb({"img": jpeg(i), "label": None, "target": i % 2})) for i in range(8)]
+    assert run_scan(make_env(empty, name="empty")).labels[0].total == 8

@@ -14,6 +14,7 @@ from typing import Any
 from scanner_service.config import ScanConfig
 from scanner_service.errors import DscanError
 from scanner_service.sources import open_source
+from scanner_service.sources.walk import files_below
 
 
 class PathRejected(Exception):
@@ -81,17 +82,9 @@ def _stat_line(path: Path | str, name: str) -> bytes:
 
 
 def _walk_into(digest: Any, target: Path) -> None:
-    seen: set[tuple[int, int]] = set()
-    for folder, dirs, files in os.walk(target, followlinks=True):
-        st = os.stat(folder)
-        if (st.st_dev, st.st_ino) in seen:  # a link cycle, or a folder reached twice
-            dirs.clear()
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        dirs.sort()
-        rel = os.path.relpath(folder, target)
-        for name in sorted(files):
-            digest.update(_stat_line(os.path.join(folder, name), f"{rel}/{name}"))
+    for path in files_below(target):  # folder links followed, each folder once, as the scans walk
+        folder, name = os.path.split(path)
+        digest.update(_stat_line(path, f"{os.path.relpath(folder, target)}/{name}"))
 
 
 def request_digest(

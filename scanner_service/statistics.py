@@ -37,6 +37,13 @@ class BlockSummary:
     """The block as a float array (the data itself for float blocks)."""
 
 
+def complex_parts(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The float type of a complex type's real and imaginary parts: complex data is read as pairs of these (the
+    same bytes), where NaN and Inf in either part are found."""
+    order = dtype.byteorder if dtype.byteorder in "<>" else "="
+    return np.dtype(f"{order}f{dtype.itemsize // 2}")
+
+
 def _as_float(data: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     if data.dtype.kind == "f" and data.dtype.itemsize >= 4:
         return data if data.dtype.isnative else data.astype(data.dtype.newbyteorder("="))

@@ -76,7 +76,7 @@ def image_and_label(obj: Any, legacy: bool = False) -> tuple[bytes | None, Any]:
         # the first label that is a number ('class': 'cat' beside 'class_id': 0); else the first one stored, for
         # the caller to name as no number
         stored = [keyed[k] for k in LABEL_KEYS if keyed.get(k) is not None]
-        label = next((v for v in stored if _is_number(v)), stored[0] if stored else None)
+        label = next((v for v in stored if is_number(v)), stored[0] if stored else None)
         return image, label
     if isinstance(obj, list | tuple):
         ints = [v for v in obj if _is_int(v)]
@@ -121,7 +121,7 @@ def _name(key: Any) -> str:
     return key.decode("utf-8", "replace").lower() if isinstance(key, bytes) else str(key).lower()
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     """An int or a float (a float label is judged by the label checks: 2.5 or NaN is no class id)."""
     return _is_int(value) or isinstance(value, float)
 

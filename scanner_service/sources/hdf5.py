@@ -36,11 +36,11 @@ from ..items import DatasetMeta, LabelBlock, NumericBlock, ReadFailure
 from ..labels import label_tally
 from ..location import Location
 from ..partial import Partial
-from ..statistics import channel_layout
+from ..statistics import channel_layout, complex_parts
 from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_chunks import ChunkIndex, chunk_index
-from .hdf5_files import folder_counts, is_hdf5_member, is_hdf5_source, walk_files
+from .hdf5_files import folder_contents, is_hdf5_source
 
 ZLIB_ERROR: type[Exception] = deflate.DeflateError
 """What libdeflate raises for damaged data (a bad stream, a wrong Adler-32, more data than the chunk holds)."""
@@ -149,12 +149,6 @@ def declared_missing(ds: h5py.Dataset, dtype: np.dtype[Any]) -> tuple[float, ...
         if not np.isnan(held) and float(held) not in values and (dtype.kind == "f" or float(held) == value):
             values.append(float(held))
     return tuple(values)
-
-
-def complex_parts(dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The float type of a complex type's real and imaginary parts (the same bytes, read as pairs)."""
-    order = dtype.byteorder if dtype.byteorder in "<>" else "="
-    return np.dtype(f"{order}f{dtype.itemsize // 2}")
 
 
 def is_matlab(path: Path) -> bool:
@@ -346,8 +340,14 @@ class Hdf5Source(Source):
         """The HDF5 files to scan, in storage order, with their list line when they come from a list."""
         if self.path.is_file():
             return [(self.path, None)]
-        found = (Path(p) for p in walk_files(self.path))  # folder links followed, as for images
-        return [(p, None) for p in sorted(found) if p.is_file() and is_hdf5_member(p)]
+        contents = folder_contents(self.path)  # folder links followed, as for images
+        images = len(contents.images)
+        if images:
+            partial.info["hdf5.images_not_scanned"] = (
+                f"{images} image file{'s' if images > 1 else ''} below this folder not scanned (it was read as an "
+                "HDF5 dataset): scan an image folder on its own"
+            )
+        return [(Path(p), None) for p in contents.hdf5 if os.path.isfile(p)]
 
     def plan(self) -> Plan:
         partial = Partial(cap=self.config.max_locations)
@@ -379,13 +379,6 @@ class Hdf5Source(Source):
         for stream, tally in partial.labels.items():
             tally.path = "." if multi else tally.path
             tally.dataset = stream
-        if self.path.is_dir():
-            images = folder_counts(self.path).images
-            if images:
-                partial.info["hdf5.images_not_scanned"] = (
-                    f"{images} image file{'s' if images > 1 else ''} below this folder not scanned (it was read as an "
-                    "HDF5 dataset): scan an image folder on its own"
-                )
         if self._matlab:
             shown = ", ".join(self._matlab[:UNSCANNED_SHOWN]) + (" ..." if len(self._matlab) > UNSCANNED_SHOWN else "")
             partial.info["hdf5.matlab"] = (

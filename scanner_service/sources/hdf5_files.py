@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from .walk import files_below
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SUFFIXES = frozenset({".h5", ".hdf5", ".hdf", ".he5", ".h5py"})
@@ -42,61 +43,36 @@ def is_hdf5_path(path: Path) -> bool:
     return path.suffix.lower() in SUFFIXES or has_signature(path)
 
 
-def is_hdf5_member(path: Path) -> bool:
-    """Whether a file of a folder is HDF5: by its extension, or for netCDF and MATLAB files by its signature."""
-    suffix = path.suffix.lower()
-    return suffix in SUFFIXES or (suffix in MAYBE_SUFFIXES and has_signature(path))
-
-
 @dataclass(frozen=True, slots=True)
-class FolderCounts:
-    """What a folder holds, searching down (folder links followed): HDF5 files by extension (``named``),
-    netCDF-4 and MATLAB v7.3 files by signature (``maybe``), image files by extension, and the bytes of the
-    ``named`` files and of the images (counted only when the folder holds both kinds)."""
+class FolderContents:
+    """The HDF5 files below a folder (by extension, or netCDF-4 and MATLAB v7.3 files by signature) and its image
+    files (by extension), folder links followed."""
 
-    named: int
-    maybe: int
-    images: int
-    hdf5_bytes: int = 0
-    image_bytes: int = 0
+    named: list[str]
+    """HDF5 files by their extension."""
+    maybe: list[str]
+    """netCDF and MATLAB files that carry HDF5's signature."""
+    images: list[str]
+
+    @property
+    def hdf5(self) -> list[str]:
+        """Every HDF5 file, in path order (folder by folder, as ``Path`` sorts them)."""
+        return sorted(self.named + self.maybe, key=lambda p: Path(p).parts)
 
 
-def folder_counts(folder: Path) -> FolderCounts:
+def folder_contents(folder: Path) -> FolderContents:
     from ..imaging.sniff import IMAGE_EXTENSIONS
 
-    named: list[str] = []
-    maybe: list[str] = []
-    images: list[str] = []
-    for path in walk_files(folder):
+    contents = FolderContents([], [], [])
+    for path in files_below(folder):
         suffix = os.path.splitext(path)[1].lower()
         if suffix in IMAGE_EXTENSIONS:
-            images.append(path)
+            contents.images.append(path)
         elif suffix in SUFFIXES:
-            named.append(path)
+            contents.named.append(path)
         elif suffix in MAYBE_SUFFIXES and has_signature(Path(path)):
-            maybe.append(path)
-    if not (named or maybe) or not images:
-        return FolderCounts(len(named), len(maybe), len(images))
-    return FolderCounts(len(named), len(maybe), len(images), _bytes(named), _bytes(images))
-
-
-def walk_files(folder: Path) -> Iterator[str]:
-    """The files below a folder, folder links followed as the scans follow them (a folder reached twice, by a
-    link cycle or two links, once)."""
-    seen: set[tuple[int, int]] = set()
-    for root, dirs, names in os.walk(folder, followlinks=True):
-        try:
-            st = os.stat(root)
-        except OSError:
-            dirs.clear()
-            continue
-        if (st.st_dev, st.st_ino) in seen:
-            dirs.clear()
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        dirs.sort()
-        for name in names:
-            yield os.path.join(root, name)
+            contents.maybe.append(path)
+    return contents
 
 
 def _bytes(paths: list[str]) -> int:
@@ -117,14 +93,15 @@ def holds_hdf5(folder: Path) -> bool:
     files. With images too: when its ``.h5`` files hold at least as many bytes as the images, or the images
     are no more than a few per ``.h5`` file (plots beside the data), or netCDF and MATLAB files outnumber
     them. So a features file or a MATLAB annotation beside each image leaves an image folder one."""
-    c = folder_counts(folder)
-    if c.named + c.maybe == 0:
+    c = folder_contents(folder)
+    named, images = len(c.named), len(c.images)
+    if named + len(c.maybe) == 0:
         return False
-    if c.images == 0:
+    if images == 0:
         return True
-    if c.named and (c.images <= PLOTS_PER_FILE * c.named or c.hdf5_bytes >= c.image_bytes):
+    if named and (images <= PLOTS_PER_FILE * named or _bytes(c.named) >= _bytes(c.images)):
         return True
-    return c.maybe > c.images
+    return len(c.maybe) > images
 
 
 def is_hdf5_source(path: Path) -> bool:

@@ -287,12 +287,11 @@ Range = tuple[int, int, bytes, bytes]
 
 def _labelled(sample: list[bytes]) -> bool:
     """Whether sampled msgpack records carry class labels beside their images."""
-    from ..records.msgpacked import MsgpackError, read_record
+    from ..records.msgpacked import MsgpackError, is_number, read_record
 
     for value in sample:
         with contextlib.suppress(MsgpackError):
-            label = read_record(value)[1]
-            if isinstance(label, int | float) and not isinstance(label, bool):
+            if is_number(read_record(value)[1]):
                 return True
     return False
 

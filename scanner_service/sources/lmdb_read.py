@@ -29,7 +29,7 @@ from ..items import DatasetMeta, EncodedImage, LabelBlock, Note, NumericBlock, R
 from ..location import Location
 from ..records import Decoder, RecordTally
 from ..records.detect import short_text
-from ..statistics import channel_layout
+from ..statistics import channel_layout, complex_parts
 from .lmdb_pages import BAD_NODE, DAMAGE, Records, check_overflow, is_database_record, leaf_records, read_leaves
 
 if TYPE_CHECKING:
@@ -1047,12 +1047,8 @@ class _NumericReader(_Reader):
 
 
 def _as_real(dtype: np.dtype[Any], shape: tuple[int, ...]) -> tuple[np.dtype[Any], tuple[int, ...]]:
-    """The dtype and shape numeric blocks read a value as: complex numbers as their real and imaginary parts
-    (a last axis of 2 floats, the same bytes), where NaN and Inf in either part are found."""
-    if dtype.kind != "c":
-        return dtype, shape
-    order = dtype.byteorder if dtype.byteorder in "<>" else "="
-    return np.dtype(f"{order}f{dtype.itemsize // 2}"), (*shape, 2)
+    """The dtype and shape numeric blocks read a value as: complex numbers as their parts, a last axis of 2."""
+    return (complex_parts(dtype), (*shape, 2)) if dtype.kind == "c" else (dtype, shape)
 
 
 class _ImageReader(_Reader):
@@ -1204,7 +1200,7 @@ class _MsgpackReader(_Reader):
     the image checks, the labels go to the label checks."""
 
     def loop(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
-        from ..records.msgpacked import MsgpackError, read_record
+        from ..records.msgpacked import MsgpackError, is_number, read_record
 
         for pos, value in it:
             key = self.key(pos)
@@ -1218,7 +1214,7 @@ class _MsgpackReader(_Reader):
                 self.labels.append(NO_LABEL)
                 yield self.bad_value(pos, key, value, "a msgpack record without an encoded image")
                 continue
-            if label is not None and (isinstance(label, bool) or not isinstance(label, int | float)):
+            if label is not None and not is_number(label):
                 name = label.decode("utf-8", "replace") if isinstance(label, bytes) else label
                 detail = f"records whose label is no number (such as {name!r}): left out of the label checks"
                 yield Note(info={"lmdb.labels": detail})

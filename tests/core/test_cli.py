@@ -220,8 +220,19 @@ def test_config_errors_name_their_file(tmp_path: Path, clean: Path) -> None:
 
 
 def _slow_dataset(tmp_path: Path) -> Path:
-    """384 MB of NaN: written in a moment, read for a couple of seconds (every block takes the masked path)."""
-    return write_h5(tmp_path / "nan.h5", {"x": np.full((6_000_000, 16), np.nan, np.float32)})
+    """A folder of 8,000 noisy JPEGs, hard links to one file: made in a moment, no disk space, and decoded one
+    by one for several seconds even with two workers, so a signal sent once the workers run reaches the scan
+    while it reads, however slow the machine (a 384 MB HDF5 file could be read before a loaded test runner
+    got to send it)."""
+    from PIL import Image
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    pixels = np.random.default_rng(0).integers(0, 256, (375, 500, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "one.jpg", quality=90)
+    for i in range(8000):
+        os.link(tmp_path / "one.jpg", folder / f"{i:05d}.jpg")
+    return folder
 
 
 def _children(pid: int, want: int = 2, timeout: float = 30.0) -> list[str]:

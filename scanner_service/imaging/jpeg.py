@@ -179,6 +179,11 @@ def parse_header(data: Any) -> JpegHeader:
 def end_of_image(data: Any, scan: int) -> int:
     """Offset just past the first end-of-image marker after the scans start; -1 when there is none."""
     n = len(data)
+    if data.find(b"\xff\xd9", scan) == n - 2:
+        # The usual file: the first FF D9 after the scans is its last two bytes. Valid entropy-coded data
+        # holds no FF D9 (an FF there is followed by 00 or a restart marker), so that is where the walk below
+        # would stop too; it costs a memchr instead of a marker search through the whole image.
+        return n
     pos = scan
     while True:
         m = NEXT_MARKER.search(data, pos)

@@ -7,7 +7,6 @@ Exit status: 0 nothing at or above ``--fail-on``; 1 findings at or above it; 2 t
 from __future__ import annotations
 
 import os
-import shutil
 
 # dscan's own models use no pydantic plugin, and looking for plugins reads the metadata of every installed
 # package (about 20 ms of every start). A plugin can still be enabled by setting the variable explicitly.
@@ -17,9 +16,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import contextlib
-import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +144,8 @@ def emit(report: Report, fmt: str, output: Path | None) -> None:
     if output is None and fmt != "text":
         _echo(render(report, fmt))
     else:  # the terminal gets the text report, also when a report went to a file (rich is imported only then)
+        import shutil
+
         from .render import text as text_render
 
         tty = sys.stdout.isatty()
@@ -204,6 +203,8 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
 
 
 def run_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[str, Any]) -> None:
+    import tempfile
+
     from .demo import build_demo
 
     with tempfile.TemporaryDirectory(prefix="dscan-demo-") as tmp:
@@ -239,6 +240,8 @@ def demo_command(fmt: str, output: Path | None, workers: int | None) -> None:
 def checks_command(fmt: str) -> None:
     """List every check: code, slug, default severity, what it finds."""
     if fmt == "json":
+        import json
+
         click.echo(json.dumps(checks.catalogue(), indent=2))
         return
     if fmt == "markdown":
@@ -276,6 +279,8 @@ def explain_command(code: str) -> None:
 @main.command("schema")
 def schema_command() -> None:
     """Print the JSON Schema of the report (--format json)."""
+    import json
+
     click.echo(json.dumps(Report.model_json_schema(), indent=2))
 
 

@@ -7,7 +7,6 @@ Nothing is read at import time: call :func:`load_config`.
 from __future__ import annotations
 
 import typing
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
@@ -119,6 +118,8 @@ class ScanConfig(BaseModel):
     @property
     def run_threshold(self) -> int:
         """Label runs longer than this are reported as sorted storage."""
+        from fractions import Fraction
+
         batches = Fraction(repr(self.sorted_run_batches))  # as written: 0.29 × 100 is 29, not 28.999…
         return max(1, int(batches * (self.batch_size or self.default_batch_size)))
 

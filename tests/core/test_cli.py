@@ -157,13 +157,24 @@ def test_demo_finds_every_seeded_defect() -> None:
 
 @pytest.mark.slow
 def test_console_script_in_a_real_process(dirty: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "scanner_service.cli", "scan", str(dirty), "--format", "json"],
-        capture_output=True,
-        text=True,
-    )
+    script = Path(sys.executable).with_name("dscan")  # the installed console script (scanner_service.entry)
+    proc = subprocess.run([str(script), "scan", str(dirty), "--format", "json"], capture_output=True, text=True)
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["findings"][0]["locations"][0]["index"] == 13
+
+
+def test_the_entry_point_leaves_the_collector_on_and_the_imports_frozen() -> None:
+    """The console script imports the command with the cyclic collector off; the scan runs with it on."""
+    code = (
+        "import gc, sys\n"
+        "sys.argv = ['dscan', '--help']\n"
+        "from scanner_service.entry import run\n"
+        "try:\n    run()\nexcept SystemExit:\n    pass\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 10000, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.split() == ["True", "True"]
 
 
 @pytest.mark.slow

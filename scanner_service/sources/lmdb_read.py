@@ -996,7 +996,10 @@ class _NumericReader(_Reader):
             key = self.key(pos)
             from ..records.pickles import pickle_protocol
 
-            if pickle_protocol(value) is not None:
+            own = self.bookkeeping(pos, key, value)  # the writer's __len__ or __keys__ beside the samples
+            if own is not None:
+                yield own
+            elif pickle_protocol(value) is not None:
                 yield self.bad_value(pos, key, value, "a pickle")
             else:
                 detail = f"the value has {len(value):,} bytes, but {spec} needs {size:,}"

@@ -289,6 +289,9 @@ def test_records_writers_keep_beside_the_samples_are_no_findings(make_env: EnvMa
     assert clovaai.info["lmdb.text_records"].endswith("not images, not scanned")
     datums = [(key(i), datum(data=jpeg(i), encoded=True, label=i % 3)) for i in range(20)] + [("__len__", b"20")]
     assert codes(run_scan(make_env(datums, name="datums"))) == set()
+    floats = [(key(i), np.arange(i, i + 6, dtype=np.float32).tobytes()) for i in range(30)] + records[-3:-1]
+    raw = run_scan(make_env(floats, name="raw"), decoder="raw:float32:2x3")  # was R002 for __len__'s 2 bytes
+    assert codes(raw) == set() and "lmdb.bookkeeping __len__" in raw.info
 
 
 def test_msgpack_records_are_decoded_and_their_images_and_labels_checked(make_env: EnvMaker) -> None:

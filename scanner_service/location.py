@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict
 
 from .text import Text
+
+_NUMBERS = re.compile(r"(\d+)")
+
+NaturalKey = tuple[tuple[str, int], ...]
+
+
+def natural(text: str | None) -> NaturalKey:
+    """A sort key that orders the numbers inside a text by value: ``class 3`` before ``class 10``."""
+    if not text:
+        return ()
+    parts = _NUMBERS.split(text)
+    return tuple((parts[i], int(parts[i + 1]) if i + 1 < len(parts) else -1) for i in range(0, len(parts), 2))
 
 
 class Location(BaseModel):
@@ -20,15 +34,17 @@ class Location(BaseModel):
     chunk: Text | None = None
     detail: Text | None = None
 
-    def sort_key(self) -> tuple[str, str, int, str, int, str, str]:
+    def sort_key(self) -> tuple[str, str, int, str, int, NaturalKey, NaturalKey]:
+        """Storage order: file, dataset, index, key (as stored), line; then the numbers in the chunk and the
+        detail by value (``class 3`` before ``class 10``)."""
         return (
             self.path,
             self.dataset or "",
             -1 if self.index is None else self.index,
             self.key or "",
             -1 if self.line is None else self.line,
-            self.chunk or "",
-            self.detail or "",
+            natural(self.chunk),
+            natural(self.detail),
         )
 
     def short(self) -> str:

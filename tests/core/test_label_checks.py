@@ -136,6 +136,8 @@ def test_missing_class_histogram_and_imbalance(tmp_path: Path, rng: np.random.Ge
         (4, 0, True),
     ]
     assert lab.missing == [2, 4] and lab.imbalance_ratio == 6.0
+    many = run_scan(path, num_classes=30)  # the first missing classes by number (class 3 came after class 29)
+    assert [loc.detail for loc in finding(many, "L003").locations] == ["class 2", *(f"class {c}" for c in range(4, 23))]
 
 
 def brute_absent(total: int, in_class: int, batch: int) -> float:

@@ -117,6 +117,8 @@ class LmdbSource(Source):
             else:
                 partial.add("S006", Location(path=rel, detail="the LMDB environment holds no records"))
         planner.report(partial)
+        if planner.failure is None and planner.walked > entries:  # a count too low (reported): the tree's is true
+            entries = planner.entries = info.items = planner.walked
         if chosen is None and tree is not None and tree.entries:
             forward.sample = sample_values(self.data_file, tree, SAMPLE) or []
         if chosen is None and planner.walked and not forward.sample:
@@ -371,13 +373,22 @@ class _Planner:
             if self.walked < self.entries:  # the walk ended without an error, short of the records counted
                 good = self.last_good()
                 detail = (
-                    f"the meta page counts {self.entries:,} records, the tree holds {self.walked:,}: pages of "
-                    "other transactions (a copy taken while a writer committed?); the other records cannot be read"
+                    f"the meta page counts {self.entries:,} records, the tree holds {self.walked:,}: the tree "
+                    "reached is not the one counted (a copy taken while a writer committed, or a damaged page "
+                    "number); the other records cannot be read"
                 )
                 where = Location(
                     path=self.rel, key=key_text(good[1]) if good else None, index=good[0] if good else None
                 )
                 partial.add("R004", where.model_copy(update={"detail": detail}))
+            elif self.walked > self.entries:  # every record read, but the count says fewer
+                detail = (
+                    f"the meta page counts {self.entries:,} records, the tree holds {self.walked:,}: the count is "
+                    "damaged (or the file was copied while a writer committed). Readers that take the dataset's "
+                    f"length from it (txn.stat()['entries'] as a Dataset's __len__) use only {self.entries:,} of "
+                    "the records; all of them were scanned"
+                )
+                partial.add("R004", Location(path=self.rel, detail=detail))
             return
         good = self.last_good()
         lost = max(0, self.entries - self.reached - self.back)

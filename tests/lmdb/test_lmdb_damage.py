@@ -170,6 +170,22 @@ def test_a_damaged_page_count_in_the_meta_page_is_reported_and_does_not_explode_
     assert report.summary.items_scanned == 3000
 
 
+def test_a_record_count_too_low_in_the_meta_pages_is_lmdb_corrupt(tmp_path: Path) -> None:
+    """md_entries damaged from 3000 to 30 in both meta pages: LMDB still walks 3000 records, but a Dataset whose
+    ``__len__`` is ``txn.stat()['entries']`` trains on 1% of them (the scan passed; too high was reported)."""
+    from tests.lmdb.conftest import write_env
+
+    env = write_env(tmp_path / "env", [(key(i), datum(seed=i, label=i % 3)) for i in range(3000)])
+    psize = page_size(env)
+    for meta in (0, 1):  # md_entries: byte 32 of the main db (after the 16-byte header, 24 bytes and the free db)
+        patch(env / "data.mdb", meta * psize + 16 + 24 + 48 + 32, struct.pack("<Q", 30))
+    report = run_scan(env, num_classes=3)
+    (detail,) = r004_details(report)
+    assert detail.startswith("the meta page counts 30 records, the tree holds 3,000: the count is damaged")
+    assert report.source.items == report.summary.items_scanned == 3000
+    assert report.labels[0].total == 3000
+
+
 def test_a_damaged_transaction_id_that_hides_every_record_is_lmdb_corrupt(tmp_path: Path) -> None:
     from tests.lmdb.conftest import write_env
 

@@ -93,7 +93,6 @@ class LmdbSource(Source):
         entries = int(meta["entries"])
         per = records_per_shard(meta, self.config.shard_bytes)
         info.items = entries
-        self._check_size(meta, size, rel, partial)
         planner = _Planner(self, rel, entries, per)
         if tree is not None:
             ranges = cut(tree.leaves, per)
@@ -116,6 +115,7 @@ class LmdbSource(Source):
                 partial.add("R004", Location(path=rel, detail=detail))
             else:
                 partial.add("S006", Location(path=rel, detail="the LMDB environment holds no records"))
+        self._check_size(meta, size, rel, partial, planner.failure is None and planner.walked >= entries)
         planner.report(partial)
         if planner.failure is None and planner.walked > entries:  # a count too low (reported): the tree's is true
             entries = planner.entries = info.items = planner.walked
@@ -146,7 +146,8 @@ class LmdbSource(Source):
                 shards = planner.shards(str(decoder), size)
         return Plan(source=info, shards=shards, partial=partial)
 
-    def _check_size(self, meta: dict[str, int], size: int, rel: str, partial: Partial) -> None:
+    def _check_size(self, meta: dict[str, int], size: int, rel: str, partial: Partial, complete: bool) -> None:
+        """The meta page's page counts against the file; ``complete``: the walk read every record counted."""
         in_use = int(meta["last_pgno"]) + 1
         counted = sum(int(meta.get(k, 0)) for k in ("branch_pages", "leaf_pages", "overflow_pages"))
         if counted > in_use:
@@ -156,17 +157,20 @@ class LmdbSource(Source):
             )
             partial.add("R004", Location(path=rel, detail=detail))
         needed = in_use * int(meta["psize"])
-        if size < needed:
-            partial.add(
-                "R004",
-                Location(
-                    path=rel,
-                    detail=(
-                        f"{rel} is truncated: {size:,} bytes, but the environment uses {needed:,} "
-                        f"(pages 0-{meta['last_pgno']}); records stored past the end are lost"
-                    ),
-                ),
+        if size >= needed:
+            return
+        if complete:  # every record was read from the file as it is
+            detail = (
+                f"{rel} has {size:,} bytes, but its meta page says the environment uses {needed:,} (pages "
+                f"0-{meta['last_pgno']}): the file was cut short after its records, or that page number is "
+                "damaged; every record was read"
             )
+        else:
+            detail = (
+                f"{rel} is truncated: {size:,} bytes, but the environment uses {needed:,} "
+                f"(pages 0-{meta['last_pgno']}); records stored past the end are lost"
+            )
+        partial.add("R004", Location(path=rel, detail=detail))
 
     def _choose(
         self, chosen: Decoder | None, forward: Walk, rel: str, partial: Partial, planner: _Planner

@@ -45,6 +45,18 @@ def test_truncated_data_file(big_env: Path) -> None:
     assert not report.summary.passed
 
 
+def test_a_damaged_last_page_number_is_no_truncation_with_lost_records(big_env: Path) -> None:
+    """mm_last_pg of both meta pages damaged to 100000: the file is whole and every record is read, so the
+    finding must not say that records past the end are lost."""
+    psize = page_size(big_env)
+    for meta in (0, 1):  # mm_last_pg follows the 16-byte header, 24 bytes and the two 48-byte db records
+        patch(big_env / "data.mdb", meta * psize + 16 + 24 + 96, struct.pack("<Q", 100_000))
+    report = run_scan(big_env)
+    (detail,) = r004_details(report)
+    assert "the file was cut short after its records, or that page number is damaged" in detail
+    assert "lost" not in detail and report.summary.items_scanned == N
+
+
 def break_leaf(env: Path, i: int) -> list[bytes]:
     """Make the leaf page holding key ``i`` no leaf (its flags say overflow); the keys it held."""
     data = (env / "data.mdb").read_bytes()

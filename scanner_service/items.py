@@ -30,6 +30,9 @@ class DatasetMeta:
     channels: int
     missing: tuple[float, ...] = ()
     """Values the dataset declares missing (netCDF/CF ``_FillValue``, ``missing_value``), as its dtype holds them."""
+    rows_from_blocks: bool = False
+    """The samples are counted as blocks come (an LMDB shape: its records of that shape), not taken from
+    ``shape[0]``, which is then the number of records in the database."""
 
 
 @dataclass(slots=True)

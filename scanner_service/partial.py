@@ -70,6 +70,12 @@ class DatasetStats(BaseModel):
     max: list[float]
     nan: int = 0
     inf: int = 0
+    rows: int | None = None
+    """Samples seen, where the source counts them block by block (an LMDB shape); else ``shape[0]``."""
+
+    @property
+    def samples(self) -> int:
+        return self.rows if self.rows is not None else (self.shape[0] if self.shape else 0)
 
     @classmethod
     def empty(
@@ -116,6 +122,7 @@ class DatasetStats(BaseModel):
                 "max": np.where(total > 0, hi, 0.0).tolist(),
                 "nan": sum(p.nan for p in parts),
                 "inf": sum(p.inf for p in parts),
+                "rows": None if parts[0].rows is None else sum(p.rows or 0 for p in parts),
             }
         )
 

@@ -152,7 +152,7 @@ def _statistics(stats: DatasetStats) -> Statistics:
         path=stats.path,
         dataset=stats.dataset,
         dtype=stats.dtype,
-        shape=stats.shape,
+        shape=[stats.samples, *stats.shape[1:]] if stats.shape else stats.shape,
         count=n,
         nan=stats.nan,
         inf=stats.inf,

@@ -77,7 +77,7 @@ class Moments:
     which merge across shards with Chan's formula.
     """
 
-    __slots__ = ("hi", "inf", "lo", "meta", "n", "nan", "ref", "s1", "s2", "t1", "t2", "tn")
+    __slots__ = ("hi", "inf", "lo", "meta", "n", "nan", "ref", "rows", "s1", "s2", "t1", "t2", "tn")
 
     def __init__(self, meta: DatasetMeta) -> None:
         self.meta = meta
@@ -93,6 +93,7 @@ class Moments:
         self.hi = np.full(c, -np.inf)
         self.nan = 0
         self.inf = 0
+        self.rows = 0
 
     def reference(self, sl: slice, candidates: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """The channels' shift references, set from ``candidates`` (finite values of the channels) where
@@ -168,6 +169,7 @@ class Moments:
             max=np.where(seen, self.hi, 0.0).tolist(),
             nan=self.nan,
             inf=self.inf,
+            rows=self.rows if m.rows_from_blocks else None,
         )
 
 
@@ -194,6 +196,8 @@ def _summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary
     acc = moments.get(meta.stats_key)
     if acc is None:
         acc = moments[meta.stats_key] = Moments(meta)
+    if meta.rows_from_blocks:
+        acc.rows += len(block.data)
     values = _as_float(block.data)
     view = _channel_view(values, meta)
     if view.size == 0:

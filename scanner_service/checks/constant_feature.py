@@ -32,7 +32,7 @@ def finalize(ctx: ScanContext) -> None:
     if not ctx.wants(CHECK.code):
         return
     for stats in ctx.partial.stats.values():
-        if len(stats.shape) == 0 or (stats.shape[0] if stats.shape else 0) < 2:
+        if len(stats.shape) == 0 or stats.samples < 2:  # one sample (one record of an odd shape) varies nowhere
             continue
         constant = [c for c in range(len(stats.count)) if stats.count[c] > 1 and stats.min[c] == stats.max[c]]
         cap = ctx.partial.cap

@@ -470,6 +470,7 @@ class _Batch:
             shape=full,
             channel_axis=axis,
             channels=channels,
+            rows_from_blocks=True,
         )
 
     @property

@@ -51,6 +51,18 @@ def test_record_shape_mismatch_lists_the_minority(datum_env: Callable[..., Path]
     assert "3x4x4 (3 records); most records are 3x8x8 (297)" in (r003.locations[0].detail or "")
 
 
+def test_one_record_of_an_odd_shape_is_no_constant_feature_and_counts_once(
+    make_env: EnvMaker, rng: np.random.Generator
+) -> None:
+    """A blank 1x2x2 record beside 50 random 3x2x2 ones: R003 and V005 name it; no feature of the data is
+    constant (one sample varies nowhere), and the statistics count 50 and 1 records, not 51 of each shape."""
+    records = [(key(i), datum(shape=(3, 2, 2), floats=rng.normal(size=12), label=i % 2)) for i in range(50)]
+    records.append(("zzz", datum(shape=(1, 2, 2), floats=np.zeros(4), label=0)))
+    report = run_scan(make_env(records))
+    assert codes(report) == {"R003", "V005"}
+    assert sorted(s.shape for s in report.statistics) == [[1, 1, 2, 2], [50, 3, 2, 2]]
+
+
 def test_record_shape_mismatch_when_the_minority_comes_first(make_env: EnvMaker) -> None:
     """The fast path learns the first records' layout; counts and keys must not depend on that."""
     records = [(key(i), datum(shape=(1, 4, 4), label=0, seed=i)) for i in range(40)]

@@ -395,10 +395,18 @@ class _Planner:
                 partial.add("R004", Location(path=self.rel, detail=detail))
             return
         good = self.last_good()
-        lost = max(0, self.entries - self.reached - self.back)
+        lost = self.entries - self.reached - self.back
         after = f"after this key (record {good[0]})" if good is not None else "at the first key"
         detail = f"the key walk stopped {after}: {self.failure}; {lost:,} of {self.entries:,} records cannot be reached"
-        if self.tail:
+        if lost < 0:  # more records from both ends than the meta page counts: the tree mixes transactions
+            detail = (
+                f"the key walk stopped {after}: {self.failure}; walking back from the last key reached "
+                f"{self.back:,} more, {self.reached + self.back:,} in all, more than the {self.entries:,} the meta "
+                "page counts: its pages come from different transactions (a copy taken while a writer "
+                "committed?), so which records are lost cannot be told, and the records' positions after this "
+                "key are not to be trusted"
+            )
+        elif self.tail:
             detail += f" (walking back from the last key reached key {key_text(self.tail[0][2])})"
         elif self.tail_failure:
             detail += f" (walking back from the last key failed too: {self.tail_failure})"

@@ -182,6 +182,37 @@ def test_a_damaged_page_count_in_the_meta_page_is_reported_and_does_not_explode_
     assert report.summary.items_scanned == 3000
 
 
+def test_walks_from_both_ends_that_reach_more_than_the_count_do_not_claim_nothing_is_lost(tmp_path: Path) -> None:
+    """The meta pages of commit 2, the other pages of commit 5: the forward walk fails after 200 records, the
+    walk back reaches 204 of a later commit. It said "0 of 400 records cannot be reached"."""
+    import lmdb
+
+    rng = np.random.default_rng(10)
+
+    def record(label: int) -> bytes:
+        return datum(shape=(3, 16, 16), data=rng.integers(0, 256, 768, np.uint8).tobytes(), label=label)
+
+    source = tmp_path / "src"
+    opened = lmdb.open(str(source), map_size=1 << 24)
+    snapshots = []
+    for commit in range(5):
+        with opened.begin(write=True) as txn:
+            for i in range(commit * 200, (commit + 1) * 200):
+                txn.put(f"k{i:05d}".encode(), record(i % 5))
+            for i in range(0, commit * 200, 3):  # rewritten records: later commits reuse freed pages
+                txn.put(f"k{i:05d}".encode(), record((i + commit) % 5))
+        snapshots.append((source / "data.mdb").read_bytes())
+    opened.close()
+    size = page_size(source)
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "data.mdb").write_bytes(snapshots[1][: 2 * size] + snapshots[4][2 * size :])
+    report = run_scan(torn)
+    details = r004_details(report)
+    assert any("more than the 400 the meta page counts" in d for d in details), details
+    assert not any("0 of 400 records cannot be reached" in d for d in details)
+
+
 def test_a_record_count_too_low_in_the_meta_pages_is_lmdb_corrupt(tmp_path: Path) -> None:
     """md_entries damaged from 3000 to 30 in both meta pages: LMDB still walks 3000 records, but a Dataset whose
     ``__len__`` is ``txn.stat()['entries']`` trains on 1% of them (the scan passed; too high was reported)."""

@@ -14,7 +14,7 @@ from typing import Any
 from scanner_service.config import ScanConfig
 from scanner_service.errors import DscanError
 from scanner_service.sources import open_source
-from scanner_service.sources.walk import files_below
+from scanner_service.sources.walk import Outside, fence, files_below
 
 
 class PathRejected(Exception):
@@ -60,7 +60,7 @@ def fingerprint(target: Path, config: ScanConfig, kind: str | None = None) -> st
     """
     digest = hashlib.sha256()
     if target.is_dir():
-        _walk_into(digest, target)
+        _walk_into(digest, target, fence(config.confine))
         return digest.hexdigest()
     digest.update(_stat_line(target, "."))
     try:
@@ -81,8 +81,8 @@ def _stat_line(path: Path | str, name: str) -> bytes:
     return line.encode("utf-8", "surrogateescape")
 
 
-def _walk_into(digest: Any, target: Path) -> None:
-    for path in files_below(target):  # folder links followed, each folder once, as the scans walk
+def _walk_into(digest: Any, target: Path, outside: Outside | None) -> None:
+    for path in files_below(target, outside):  # folder links followed, each folder once, as the scans walk
         folder, name = os.path.split(path)
         digest.update(_stat_line(path, f"{os.path.relpath(folder, target)}/{name}"))
 

@@ -19,14 +19,17 @@ from .hdf5_files import is_hdf5_source, looks_like_hdf5_list
 from .imagelist import ImageListSource
 from .images import ImageFolderSource
 from .lmdb_files import is_lmdb_source
+from .walk import Outside, fence
 
-DETECTION: tuple[tuple[str, Callable[[Path], bool]], ...] = (
-    ("lmdb", is_lmdb_source),
-    ("hdf5-list", looks_like_hdf5_list),
+DETECTION: tuple[tuple[str, Callable[[Path, Outside | None], bool]], ...] = (
+    ("lmdb", lambda path, _outside: is_lmdb_source(path)),
+    ("hdf5-list", lambda path, _outside: looks_like_hdf5_list(path)),
     ("hdf5", is_hdf5_source),
-    ("image-list", ImageListSource.detect),
+    ("image-list", lambda path, _outside: ImageListSource.detect(path)),
     ("images", ImageFolderSource.detect),
 )
+"""Each test gets the path and, for a confined scan, the test of its roots: a folder's kind is judged from
+what the scan may read (links out of the roots are not followed)."""
 
 CLASSES: dict[str, str] = {
     "lmdb": "lmdb:LmdbSource",
@@ -52,12 +55,12 @@ def source_class(kind: str) -> type[Source]:
     return found
 
 
-def detect_kind(path: Path) -> str:
+def detect_kind(path: Path, outside: Outside | None = None) -> str:
     """The format of the dataset at ``path``; raises SourceNotFound or UnsupportedSource."""
     if not path.exists():
         raise SourceNotFound(f"{path} does not exist", str(path))
     for kind, accepts in DETECTION:
-        if accepts(path):
+        if accepts(path, outside):
             return kind
     known = ", ".join(CLASSES)
     why = _empty(path)
@@ -79,7 +82,7 @@ def _empty(path: Path) -> str:
 def open_source(path: Path, config: ScanConfig, kind: str | None = None) -> Source:
     """The source object for ``path`` (format detected unless ``kind`` is given)."""
     path = path.absolute()
-    chosen = kind or detect_kind(path)
+    chosen = kind or detect_kind(path, fence(config.confine))
     cls = source_class(chosen)
     if not path.exists():
         raise SourceNotFound(f"{path} does not exist", str(path))

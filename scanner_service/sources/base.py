@@ -19,6 +19,7 @@ from ..config import ScanConfig
 from ..location import Location
 from ..partial import Partial
 from ..text import Text
+from .walk import Outside, fence
 
 Item = Any
 """One of the item classes of ``scanner_service.items`` (or a format's own, with a ``kind``)."""
@@ -62,7 +63,8 @@ class Source(ABC):
     def __init__(self, path: Path, config: ScanConfig) -> None:
         self.path = path
         self.config = config
-        self._roots: list[str] | None = None
+        self.fenced: Outside | None = fence(config.confine)
+        """Whether a path resolves outside a confined scan's roots (None: the scan is not confined)."""
 
     def listed_files(self) -> list[Path]:
         """The files a scan reads that are not below ``path``: a list's entries (none for most formats)."""
@@ -72,18 +74,13 @@ class Source(ABC):
         """Why ``path`` must not be read: it resolves (symlinks followed) outside ``config.confine``. None
         when it may be read, or when the scan is not confined. Checked before a file is even looked at, so a
         confined scan says nothing about files elsewhere (not even whether they exist)."""
-        if not self.config.confine:
-            return None
-        if self._roots is None:
-            self._roots = [os.path.realpath(root) for root in self.config.confine]
-        real = os.path.realpath(path)
-        if any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots):
+        if self.fenced is None or not self.fenced(os.fspath(path)):
             return None
         return "it resolves outside the allowed data roots (a link out of the dataset?): not read"
 
     @classmethod
     @abstractmethod
-    def detect(cls, path: Path) -> bool:
+    def detect(cls, path: Path, outside: Outside | None = None) -> bool:
         """Whether ``path`` is a dataset of this format (cheap: names and magic bytes only)."""
 
     @property

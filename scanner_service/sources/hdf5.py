@@ -41,6 +41,7 @@ from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source
+from .walk import LINK_OUT, Outside
 
 ZLIB_ERROR: type[Exception] = deflate.DeflateError
 """What libdeflate raises for damaged data (a bad stream, a wrong Adler-32, more data than the chunk holds)."""
@@ -331,8 +332,8 @@ class Hdf5Source(Source):
     kind = "hdf5"
 
     @classmethod
-    def detect(cls, path: Path) -> bool:
-        return is_hdf5_source(path)
+    def detect(cls, path: Path, outside: Outside | None = None) -> bool:
+        return is_hdf5_source(path, outside)
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -340,7 +341,9 @@ class Hdf5Source(Source):
         """The HDF5 files to scan, in storage order, with their list line when they come from a list."""
         if self.path.is_file():
             return [(self.path, None)]
-        contents = folder_contents(self.path)  # folder links followed, as for images
+        contents = folder_contents(self.path, self.fenced)  # folder links followed, as for images
+        for link in contents.links_out:
+            partial.add("S001", Location(path=self.relative(Path(link)), detail=LINK_OUT))
         images = len(contents.images)
         if images:
             partial.info["hdf5.images_not_scanned"] = (

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .walk import files_below
+from .walk import Outside, files_below
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SUFFIXES = frozenset({".h5", ".hdf5", ".hdf", ".he5", ".h5py"})
@@ -53,6 +53,8 @@ class FolderContents:
     maybe: list[str]
     """netCDF and MATLAB files that carry HDF5's signature."""
     images: list[str]
+    links_out: list[str]
+    """Links a confined scan does not follow (they resolve outside its roots)."""
 
     @property
     def hdf5(self) -> list[str]:
@@ -60,11 +62,11 @@ class FolderContents:
         return sorted(self.named + self.maybe, key=lambda p: Path(p).parts)
 
 
-def folder_contents(folder: Path) -> FolderContents:
+def folder_contents(folder: Path, outside: Outside | None = None) -> FolderContents:
     from ..imaging.sniff import IMAGE_EXTENSIONS
 
-    contents = FolderContents([], [], [])
-    for path in files_below(folder):
+    contents = FolderContents([], [], [], [])
+    for path in files_below(folder, outside, contents.links_out):
         suffix = os.path.splitext(path)[1].lower()
         if suffix in IMAGE_EXTENSIONS:
             contents.images.append(path)
@@ -88,12 +90,12 @@ PLOTS_PER_FILE = 2
 their bytes."""
 
 
-def holds_hdf5(folder: Path) -> bool:
+def holds_hdf5(folder: Path, outside: Outside | None = None) -> bool:
     """Whether a folder is an HDF5 dataset rather than an image folder. With no image, when it holds HDF5
     files. With images too: when its ``.h5`` files hold at least as many bytes as the images, or the images
     are no more than a few per ``.h5`` file (plots beside the data), or netCDF and MATLAB files outnumber
     them. So a features file or a MATLAB annotation beside each image leaves an image folder one."""
-    c = folder_contents(folder)
+    c = folder_contents(folder, outside)
     named, images = len(c.named), len(c.images)
     if named + len(c.maybe) == 0:
         return False
@@ -104,11 +106,11 @@ def holds_hdf5(folder: Path) -> bool:
     return len(c.maybe) > images
 
 
-def is_hdf5_source(path: Path) -> bool:
+def is_hdf5_source(path: Path, outside: Outside | None = None) -> bool:
     """An HDF5 file (by extension or signature), or a folder holding one."""
     if path.is_file():
         return is_hdf5_path(path)
-    return path.is_dir() and holds_hdf5(path)
+    return path.is_dir() and holds_hdf5(path, outside)
 
 
 def is_binary(head: bytes) -> bool:

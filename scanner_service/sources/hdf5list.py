@@ -14,6 +14,7 @@ from ..location import Location
 from ..partial import Partial
 from .hdf5 import Hdf5Source
 from .hdf5_files import SUFFIXES, looks_like_hdf5_list
+from .walk import Outside
 
 
 def _entries(path: Path) -> list[str]:
@@ -25,7 +26,7 @@ class Hdf5ListSource(Hdf5Source):
     kind = "hdf5-list"
 
     @classmethod
-    def detect(cls, path: Path) -> bool:
+    def detect(cls, path: Path, outside: Outside | None = None) -> bool:
         return looks_like_hdf5_list(path)
 
     @property

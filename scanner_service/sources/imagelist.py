@@ -29,6 +29,7 @@ from ..location import Location
 from ..partial import LabelTally, Partial
 from .hdf5_files import LIST_SUFFIXES, SNIFF_LINES, is_binary, looks_like_hdf5_list
 from .images import Entry, ImageFilesSource
+from .walk import Outside
 
 CSV_SUFFIXES = frozenset({".csv", ".tsv"})
 PATH_COLUMNS = ("path", "filepath", "file_path", "filename", "file_name", "file", "image", "image_path",
@@ -160,7 +161,7 @@ class ImageListSource(ImageFilesSource):
     kind = "image-list"
 
     @classmethod
-    def detect(cls, path: Path) -> bool:
+    def detect(cls, path: Path, outside: Outside | None = None) -> bool:
         if not path.is_file():
             return False
         suffix = path.suffix.lower()

@@ -40,6 +40,7 @@ from ..location import Location
 from ..partial import LabelTally, Partial
 from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
+from .walk import LINK_OUT, Outside, link_out
 
 TARGET_SHARDS = 32
 """Aim for at least this many shards, so that workers stay busy to the end."""
@@ -92,8 +93,9 @@ Probe = Callable[[str], bool]
 """Whether a file whose name claims no format is scanned: ``starts_like_image``, or a confined source's own."""
 
 
-def _has_images(folder: Path) -> bool:
-    """Whether a folder holds at least one image file (by extension, else by content), searching down."""
+def _has_images(folder: Path, outside: Outside | None = None) -> bool:
+    """Whether a folder holds at least one image file (by extension, else by content), searching down; links
+    that leave a confined scan's roots are not followed."""
     probes = 0
     stack = [folder]
     seen: set[tuple[int, int]] = set()
@@ -112,6 +114,8 @@ def _has_images(folder: Path) -> bool:
             return False  # an LMDB environment
         for entry in entries:
             if entry.name.startswith(".") and not entry.name.lower().endswith(tuple(IMAGE_EXTENSIONS)):
+                continue
+            if outside is not None and entry.is_symlink() and outside(entry.path):
                 continue
             try:
                 is_dir = entry.is_dir()
@@ -143,7 +147,7 @@ class ImageFilesSource(Source):
     kind = "image-files"
 
     @classmethod
-    def detect(cls, path: Path) -> bool:
+    def detect(cls, path: Path, outside: Outside | None = None) -> bool:
         return False
 
     @property
@@ -281,10 +285,16 @@ class ImageFilesSource(Source):
 
 
 def walk_files(
-    folder: str, root: str, skipped: Counter[str], probe: Probe = starts_like_image
+    folder: str,
+    root: str,
+    skipped: Counter[str],
+    probe: Probe = starts_like_image,
+    outside: Outside | None = None,
+    links_out: list[str] | None = None,
 ) -> list[tuple[str, int]]:
     """(path relative to ``root``, size) of the files below ``folder``, in ImageFolder order (sorted
-    folders, sorted names within each), skipping non-data. Size -1: the file cannot be stat'ed.
+    folders, sorted names within each), skipping non-data. Size -1: the file cannot be stat'ed. Links that
+    leave a confined scan's roots (``outside``) are not followed: their paths (relative) go to ``links_out``.
 
     A file whose extension is neither an image's nor a known non-image one (``.pts`` landmarks, ``.xlsx``)
     is scanned only when ``probe`` says it starts like an image; files without an extension always are."""
@@ -307,6 +317,10 @@ def walk_files(
             continue
         found: list[tuple[str, int]] = []
         for entry in entries:
+            if outside is not None and entry.is_symlink() and outside(entry.path):
+                if links_out is not None:
+                    links_out.append(entry.path[prefix:].replace(os.sep, "/"))
+                continue
             try:
                 is_dir = entry.is_dir()
             except OSError:
@@ -346,8 +360,8 @@ class ImageFolderSource(ImageFilesSource):
     kind = "images"
 
     @classmethod
-    def detect(cls, path: Path) -> bool:
-        return path.is_dir() and _has_images(path)
+    def detect(cls, path: Path, outside: Outside | None = None) -> bool:
+        return path.is_dir() and _has_images(path, outside)
 
     @property
     def stream(self) -> str:
@@ -395,20 +409,27 @@ class ImageFolderSource(ImageFilesSource):
         classes, skipped = self.layout()
         root = os.fspath(self.path)
         out: list[Entry] = []
+        links_out: list[str] = []
         if classes is None:
-            out = [Entry(rel, size) for rel, size in walk_files(root, root, skipped, self.probe)]
+            found = walk_files(root, root, skipped, self.probe, self.fenced, links_out)
+            out = [Entry(rel, size) for rel, size in found]
             partial.info["images.layout"] = "flat folder (no class sub-folders: no labels)"
         else:
             partial.labels[self.stream] = LabelTally(
                 path=".", classes=classes, dtype_kind="i", run_threshold=self.config.run_threshold
             )
             for label, name in enumerate(classes):
-                found = walk_files(os.path.join(root, name), root, skipped, self.probe)
+                if link_out(os.path.join(root, name), self.fenced):  # a class all the same (the numbering)
+                    links_out.append(name)
+                    continue
+                found = walk_files(os.path.join(root, name), root, skipped, self.probe, self.fenced, links_out)
                 out += [Entry(rel, size, None, label) for rel, size in found]
             partial.info["images.layout"] = f"ImageFolder: {len(classes)} class folders"
         if skipped:
             listed = ", ".join(f"{n} {what}" for what, n in sorted(skipped.items()))
             partial.info["images.skipped"] = f"{sum(skipped.values())} files not scanned as images: {listed}"
+        for link in links_out:
+            partial.add("S001", Location(path=link, detail=LINK_OUT))
         for e in out:
             if e.size < 0:
                 partial.add("S001", Location(path=e.path, detail="cannot be opened (a broken link?)"))

@@ -35,6 +35,7 @@ from .lmdb_files import DATA_FILE, is_lmdb_source
 from .lmdb_pages import cut, damaged_meta, is_database_record, overlooked_meta, read_tree, sample_values
 from .lmdb_read import LABEL_STREAM, READERS, _DatumReader, _Pages, key_text, unhex
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
+from .walk import Outside
 
 SAMPLE = 32
 """Values sampled to detect the decoder."""
@@ -46,7 +47,7 @@ class LmdbSource(Source):
     kind = "lmdb"
 
     @classmethod
-    def detect(cls, path: Path) -> bool:
+    def detect(cls, path: Path, outside: Outside | None = None) -> bool:
         return is_lmdb_source(path)
 
     @property

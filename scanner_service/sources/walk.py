@@ -1,15 +1,49 @@
 """Walking a folder as the scans do: folder links followed, each folder once (a link cycle, or a folder two
-links reach, is walked the first time only), in sorted order."""
+links reach, is walked the first time only), in sorted order.
+
+A confined scan (the service's data roots) follows no link that resolves outside its roots: the link is
+reported as a link out (its own path, inside the roots), and nothing behind it is listed, opened or
+counted, so a report tells nothing about what lies elsewhere, not even whether it exists.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+Outside = Callable[[str], bool]
+"""Whether a path resolves (links followed) outside a confined scan's roots."""
 
-def files_below(folder: Path | str) -> Iterator[str]:
-    """The paths of the files below ``folder``, folders and names sorted."""
+LINK_OUT = "a link that resolves outside the allowed data roots: not followed, not read"
+
+
+def fence(roots: Iterable[str]) -> Outside | None:
+    """The test for ``roots`` (None when there are none: the scan is not confined)."""
+    real = [os.path.realpath(root) for root in roots]
+    if not real:
+        return None
+    prefixes = [root.rstrip(os.sep) + os.sep for root in real]
+
+    def outside(path: str) -> bool:
+        resolved = os.path.realpath(path)
+        return not any(
+            resolved == root or resolved.startswith(prefix) for root, prefix in zip(real, prefixes, strict=True)
+        )
+
+    return outside
+
+
+def link_out(path: str, outside: Outside | None) -> bool:
+    """Whether ``path`` is a link a confined scan does not follow (a plain entry lies where its folder does)."""
+    return outside is not None and os.path.islink(path) and outside(path)
+
+
+def files_below(
+    folder: Path | str, outside: Outside | None = None, links_out: list[str] | None = None
+) -> Iterator[str]:
+    """The paths of the files below ``folder``, folders and names sorted. With ``outside``, links that leave
+    the roots are not followed; their paths go to ``links_out``."""
     seen: set[tuple[int, int]] = set()
     for root, dirs, names in os.walk(folder, followlinks=True):
         try:
@@ -21,6 +55,16 @@ def files_below(folder: Path | str) -> Iterator[str]:
             dirs.clear()
             continue
         seen.add((st.st_dev, st.st_ino))
+        if outside is not None:
+            refused = [d for d in dirs if link_out(os.path.join(root, d), outside)]
+            dirs[:] = [d for d in dirs if d not in refused]
+            if links_out is not None:
+                links_out.extend(os.path.join(root, d) for d in refused)
         dirs.sort()
         for name in sorted(names):
-            yield os.path.join(root, name)
+            path = os.path.join(root, name)
+            if link_out(path, outside):
+                if links_out is not None:
+                    links_out.append(path)
+                continue
+            yield path

@@ -51,6 +51,43 @@ def test_image_folder_link_out_is_reported_not_read(places: tuple[Path, Path]) -
     assert "I002" in codes(run_scan(data))  # unconfined (the CLI), the link is followed as loaders do
 
 
+def test_folder_links_out_are_not_walked_and_tell_nothing_of_what_is_behind(
+    places: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A folder link out of the roots is one S001 for the link: the files behind it are not listed, counted
+    or opened; a link to a missing file reads as one to an existing file; what lies outside does not decide
+    the folder's kind; a class folder that links out keeps its place in the class numbering."""
+    root, outside = places
+    photos = outside / "photos"
+    for i in range(5):
+        png_file(photos / f"p{i}.png", i)
+    (photos / "passwords").write_text("hunter2\n")
+    h5 = root / "h5"
+    write_h5(h5 / "ok.h5", {"x": np.ones((4, 2), np.float32)})
+    (h5 / "everything").symlink_to(outside)
+    (h5 / "exists.h5").symlink_to(outside / "secret.h5")
+    (h5 / "gone.h5").symlink_to(outside / "nope.h5")
+    (h5 / "p").symlink_to(photos)  # five images outside would make this an image folder
+    report = run_scan(h5, confine=(str(root),))
+    assert report.source.kind == "hdf5" and report.source.files == 1
+    assert [(loc.path, REFUSED in (loc.detail or "")) for loc in finding(report, "S001").locations] == [
+        ("everything", True),
+        ("exists.h5", True),
+        ("gone.h5", True),
+        ("p", True),
+    ]
+    assert "hdf5.images_not_scanned" not in report.info
+    classes = root / "classes"
+    png_file(classes / "a" / "x.png", 1)
+    png_file(classes / "c" / "y.png", 2)
+    (classes / "b").symlink_to(photos)
+    report = run_scan(classes, confine=(str(root),))
+    assert [loc.path for loc in finding(report, "S001").locations] == ["b"]
+    assert report.source.files == 2 and "images.skipped" not in report.info
+    (labels,) = report.labels
+    assert [(row.label, row.count) for row in labels.histogram] == [(0, 1), (1, 0), (2, 1)]
+
+
 def test_lists_naming_files_outside_are_reported_without_looking_at_them(places: tuple[Path, Path]) -> None:
     root, outside = places
     png_file(root / "a.png", 5)

@@ -23,9 +23,17 @@ class ServiceClient:
     def __init__(self, server: str, token: str | None = None, timeout: float = 30.0) -> None:
         import httpx
 
+        if token and not (token.isascii() and token.isprintable() and " " not in token):
+            raise ServiceError(
+                "the API token (--token or DSCAN_TOKEN) holds characters an HTTP header cannot carry (spaces, "
+                "control or non-ASCII characters): copy it again"
+            )
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.server = server.rstrip("/")
-        self.http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+        try:
+            self.http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise ServiceError(f"{server!r} is no service URL (like http://host:8000): {exc}") from None
 
     def close(self) -> None:
         self.http.close()
@@ -41,7 +49,7 @@ class ServiceClient:
 
         try:
             response = self.http.request(method, url, **kwargs)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise ServiceError(f"cannot reach the dscan service at {self.server}: {exc}") from None
         if response.status_code >= 400:
             try:

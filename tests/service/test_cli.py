@@ -45,6 +45,11 @@ def test_submit_errors_exit_2(service: Service) -> None:
     assert anonymous.returncode == 2 and "401" in anonymous.stderr
     nobody = dscan("submit", "x", "--server", f"http://127.0.0.1:{free_port()}", "--wait")
     assert nobody.returncode == 2 and "cannot reach the dscan service" in nobody.stderr
+    for token in ("tökén", "two words"):  # a traceback and exit 1 (a verdict, to a CI gate) before
+        garbled = dscan("submit", "x", "--server", service.url, "--token", token)
+        assert garbled.returncode == 2 and "HTTP header cannot carry" in garbled.stderr, garbled.stderr
+    schemeless = dscan("submit", "x", "--server", "localhost:8000")
+    assert schemeless.returncode == 2 and "Traceback" not in schemeless.stderr
 
 
 def test_submit_without_wait_prints_the_job(service: Service) -> None:

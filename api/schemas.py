@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 
@@ -11,6 +12,18 @@ from scanner_service.report import Summary
 from workers.store import JobRecord, JobStatus, iso
 
 REQUEST_ONLY = frozenset({"path", "force", "callback_url"})
+
+
+def without_credentials(url: str | None) -> str | None:
+    """A callback URL as shown to API clients: a user name and password in it (``https://user:pw@host/``)
+    are the callback's, not theirs to read."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
 
 
 class ScanRequest(ScanConfig):
@@ -90,7 +103,7 @@ class ScanView(BaseModel):
             path=job.path,
             kind=job.kind,
             options=job.options,
-            callback_url=job.callback_url,
+            callback_url=without_credentials(job.callback_url),
             created=iso(job.created) or "",
             started=iso(job.started),
             finished=iso(job.finished),

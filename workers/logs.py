@@ -61,6 +61,7 @@ def configure_logging(service: str, level: str = "INFO") -> None:
         lg.handlers = []
         lg.propagate = True
     logging.getLogger("uvicorn.access").disabled = True  # the API logs each request itself, with the job id
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # its INFO line holds a callback URL's credentials
 
 
 def uvicorn_log_config(service: str, level: str = "INFO") -> dict[str, Any]:

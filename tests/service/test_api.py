@@ -303,9 +303,11 @@ def test_cancel_stops_the_workers(service: Service) -> None:
 
 class _Receiver(BaseHTTPRequestHandler):
     received: list[dict[str, Any]] = []
+    authorization: list[str | None] = []
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["content-length"]))
+        _Receiver.authorization.append(self.headers.get("authorization"))
         _Receiver.received.append(json.loads(body))
         self.send_response(204)
         self.end_headers()
@@ -319,15 +321,19 @@ def test_callback_is_posted_to_allowed_hosts_only(service: Service) -> None:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        url = f"http://hook:s3cret@127.0.0.1:{server.server_address[1]}/hook"
         with service.client() as client:
             job = submit(client, service.data_root / "small", callback_url=url, force=True)
+            shown = f"http://***@127.0.0.1:{server.server_address[1]}/hook"  # the callback's password is its own
+            assert client.get(f"/api/v1/scans/{job['id']}").json()["callback_url"] == shown
+            assert "s3cret" not in client.get("/api/v1/scans").text
             state = wait_job(client, job["id"])
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline and not any(m["id"] == job["id"] for m in _Receiver.received):
                 time.sleep(0.05)
             message = next(m for m in _Receiver.received if m["id"] == job["id"])
             assert message["status"] == state["status"] == "succeeded"
+            assert "Basic aG9vazpzM2NyZXQ=" in _Receiver.authorization  # sent to the hook all the same
             assert message["summary"] == state["summary"]
             for host in ("http://example.com/hook", "http://169.254.169.254/latest", "http://localhost:1/x"):
                 r = client.post("/api/v1/scans", json={"path": str(service.data_root / "small"), "callback_url": host})

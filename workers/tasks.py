@@ -113,18 +113,27 @@ def plan_scan(job_id: str) -> None:
             log.exception("planning failed")
             end(st, job_id, JobStatus.FAILED, error=f"planning failed: {type(exc).__name__}: {exc}")
             return
-        source, shards = planned.source, planned.shards
-        st.set_fields(job_id, kind=source.kind, planned=time.time())
-        plan = {"source": source.model_dump(mode="json"), "shards": [str(s.id) for s in shards]}
-        totals = {"shards_total": len(shards), "items_total": source.items, "bytes_total": source.bytes}
-        st.save_plan(job_id, plan, dump_json(planned.partial), totals)
-        log.info("planned %d shards, %d items, %d bytes", len(shards), source.items, source.bytes)
-        if shards:
-            header = [scan_shard.s(job_id, s.model_dump(mode="json")) for s in shards]
-            chord(header)(merge_scan.s(job_id).on_error(scan_failed.s(job_id=job_id)))
-        else:
-            merge_scan.delay([], job_id)
-        st.set_fields(job_id, dispatched=1)
+        try:
+            dispatch(st, job_id, planned)
+        except SoftTimeLimitExceeded:  # some shards may be queued: they see the job ended and do nothing
+            error = "planning took longer than the task time limit (while queueing the shard tasks)"
+            end(st, job_id, JobStatus.FAILED, error=error)
+
+
+def dispatch(st: Store, job_id: str, planned: engine.Plan) -> None:
+    """Store the plan, then queue the chord of shard tasks (or the merge alone, for a plan without shards)."""
+    source, shards = planned.source, planned.shards
+    st.set_fields(job_id, kind=source.kind, planned=time.time())
+    plan = {"source": source.model_dump(mode="json"), "shards": [str(s.id) for s in shards]}
+    totals = {"shards_total": len(shards), "items_total": source.items, "bytes_total": source.bytes}
+    st.save_plan(job_id, plan, dump_json(planned.partial), totals)
+    log.info("planned %d shards, %d items, %d bytes", len(shards), source.items, source.bytes)
+    if shards:
+        header = [scan_shard.s(job_id, s.model_dump(mode="json")) for s in shards]
+        chord(header)(merge_scan.s(job_id).on_error(scan_failed.s(job_id=job_id)))
+    else:
+        merge_scan.delay([], job_id)
+    st.set_fields(job_id, dispatched=1)
 
 
 # -- shards -----------------------------------------------------------------------------------------

@@ -116,6 +116,30 @@ def test_a_cancelled_job_never_gets_a_report(tasks: Any, tmp_path: Path) -> None
     assert job_id in ids and job_id not in {job.id for job in st.list_jobs(JobStatus.RUNNING)[0]}
 
 
+def test_a_time_limit_while_queueing_the_shards_fails_the_job(
+    tasks: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The soft time limit can strike while the plan task queues its shard tasks: the job must end failed,
+    with a reason (it stayed "running" for good, and deduplication kept handing it out)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    path = tmp_path / "small.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("data", data=np.zeros((10, 4), np.float32))
+    st: Store = tasks.store()
+    job_id = uuid.uuid4().hex
+    st.create_job(job_id, path=str(path), target=str(path), options={}, callback_url=None, digest=None)
+
+    def interrupted(*_args: Any) -> None:
+        raise SoftTimeLimitExceeded()  # what Celery raises wherever the task is when the limit passes
+
+    monkeypatch.setattr(tasks, "dispatch", interrupted)
+    tasks.plan_scan(job_id)
+    job = st.get_job(job_id)
+    assert job is not None and job.status is JobStatus.FAILED
+    assert job.error is not None and "time limit" in job.error
+
+
 def test_progress_of_a_redelivered_shard_is_not_counted_twice(tasks: Any, tmp_path: Path) -> None:
     st: Store = tasks.store()
     job_id = running_job(st, tmp_path, {})

@@ -166,6 +166,12 @@ class Settings(BaseSettings):
                 **timeouts,
             },
             "result_backend_transport_options": {"global_keyprefix": prefix},
+            # a task's result (a chord counts its shards' results there) is stored after Redis comes back
+            # from a short outage, not lost with the job
+            "result_backend_always_retry": True,
+            "result_backend_max_retries": 40,
+            "result_backend_base_sleep_between_retries_ms": 250,
+            "result_backend_max_sleep_between_retries_ms": 5000,
             "redis_socket_timeout": self.redis_timeout_s,
             "redis_socket_connect_timeout": self.redis_timeout_s,
             "broker_connection_timeout": self.redis_timeout_s,

@@ -22,8 +22,8 @@ import multiprocessing
 import os
 import socket
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import httpx
 from celery import chord
@@ -47,6 +47,29 @@ log = logging.getLogger("dscan.worker")
 
 RETRY: dict[str, Any] = {"autoretry_for": UNAVAILABLE, "retry_backoff": 1, "retry_backoff_max": 30, "max_retries": 8}
 """Redis unreachable inside a task: try again later (the job's state is all in Redis)."""
+
+REDIS_PATIENCE_S = 120.0
+"""How long a task step waits for an unreachable Redis to come back. A retry through Celery is no help in
+a short outage: it needs the broker, which is that same Redis, and a task that cannot be re-queued is
+dropped, failing its job."""
+
+T = TypeVar("T")
+
+
+def patiently(step: Callable[[], T]) -> T:
+    """``step()``, run again (after a pause growing to 5 s) while Redis cannot be reached, for at most
+    ``REDIS_PATIENCE_S``; then the error goes to Celery's retry."""
+    deadline = time.monotonic() + REDIS_PATIENCE_S
+    pause = 0.25
+    while True:
+        try:
+            return step()
+        except UNAVAILABLE:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning("Redis cannot be reached: waiting for it")
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
 
 
 @functools.cache
@@ -73,10 +96,14 @@ class Tracker:
         now = time.monotonic()
         if now - self.last >= 0.2:
             self.last = now
-            self.store.progress(self.job_id, self.shard, max(0, self.items), max(0, self.bytes))
+            with contextlib.suppress(*UNAVAILABLE):  # progress is a display: the scan goes on without Redis
+                self.store.progress(self.job_id, self.shard, max(0, self.items), max(0, self.bytes))
 
     def cancelled(self) -> bool:
-        return self.store.is_cancelled(self.job_id)
+        try:
+            return self.store.is_cancelled(self.job_id)
+        except UNAVAILABLE:
+            return False  # asked again in a moment
 
 
 # -- planning ---------------------------------------------------------------------------------------
@@ -176,14 +203,14 @@ def scan_shard(job_id: str, shard_doc: dict[str, Any]) -> str:
     key = str(shard.id)
     with job_context(job_id):
         st = store()
-        if st.get_partial(job_id, key) is not None:
+        if patiently(lambda: st.get_partial(job_id, key)) is not None:
             log.info("shard %s was done by an earlier delivery", key)
             return key
-        job = st.get_job(job_id)
+        job = patiently(lambda: st.get_job(job_id))
         if job is None or job.status is not JobStatus.RUNNING or job.kind is None:
             return key
-        deliveries = st.count_delivery(job_id, key)
-        st.mark_running(job_id, key, who())
+        deliveries = patiently(lambda: st.count_delivery(job_id, key))
+        patiently(lambda: st.mark_running(job_id, key, who()))
         config = ScanConfig(**job.options)
         tracker = Tracker(st, job_id, key)
         limit = st.settings.max_deliveries
@@ -211,8 +238,10 @@ def scan_shard(job_id: str, shard_doc: dict[str, Any]) -> str:
                 log.info("shard %s stopped: job cancelled", key)
                 return key
         finally:
-            st.clear_running(job_id, key)
-        st.complete_shard(job_id, key, dump_json(partial), partial.items, partial.bytes)
+            with contextlib.suppress(*UNAVAILABLE):  # (a shard record's entry expires with the job's work)
+                patiently(lambda: st.clear_running(job_id, key))
+        done = dump_json(partial)
+        patiently(lambda: st.complete_shard(job_id, key, done, partial.items, partial.bytes))
         log.info("shard %s done: %d items, %d bytes", key, partial.items, partial.bytes)
         return key
 
@@ -225,43 +254,48 @@ def merge_scan(results: list[str], job_id: str) -> None:
     """Merge the stored partials, build and store the report, end the job."""
     del results  # the partials are read from the store, in shard order
     with job_context(job_id):
-        st = store()
-        job = st.get_job(job_id)
-        if job is None:
+        patiently(lambda: _merge(store(), job_id))
+
+
+def _merge(st: Store, job_id: str) -> None:
+    """Merge the stored partials, build and store the report, end the job (run again as a whole when
+    Redis went away meanwhile: the job ends once)."""
+    job = st.get_job(job_id)
+    if job is None:
+        return
+    if job.status is not JobStatus.RUNNING:
+        if job.status is JobStatus.CANCELLED:
+            st.drop_work(job_id)
+        return
+    plan = st.load_plan(job_id)
+    partials = st.partials(job_id)
+    order = [PLAN_KEY, *(plan["shards"] if plan else [])]
+    missing = [k for k in order if k not in partials]
+    if plan is None or missing:
+        if st.is_cancelled(job_id):
             return
-        if job.status is not JobStatus.RUNNING:
-            if job.status is JobStatus.CANCELLED:
-                st.drop_work(job_id)
-            return
-        plan = st.load_plan(job_id)
-        partials = st.partials(job_id)
-        order = [PLAN_KEY, *(plan["shards"] if plan else [])]
-        missing = [k for k in order if k not in partials]
-        if plan is None or missing:
-            if st.is_cancelled(job_id):
-                return
-            end(st, job_id, JobStatus.FAILED, error=f"internal error: results of shards {missing} are missing")
-            return
-        config = ScanConfig(**job.options)
-        merged = merge(Partial.model_validate_json(partials[k]) for k in order)
-        source = SourceInfo.model_validate(plan["source"])
-        duration = time.time() - (job.started or job.created)
-        report = build_report(source, merged, config, duration)
-        st.save_report(job_id, render(report, "json"))
-        end(
-            st,
-            job_id,
-            JobStatus.SUCCEEDED,
-            summary=report.summary.model_dump_json(),
-            items_done=merged.items,
-            bytes_done=merged.bytes,
-        )
-        log.info(
-            "job done: %d errors, %d warnings, %s",
-            report.summary.errors,
-            report.summary.warnings,
-            "passed" if report.summary.passed else "failed",
-        )
+        end(st, job_id, JobStatus.FAILED, error=f"internal error: results of shards {missing} are missing")
+        return
+    config = ScanConfig(**job.options)
+    merged = merge(Partial.model_validate_json(partials[k]) for k in order)
+    source = SourceInfo.model_validate(plan["source"])
+    duration = time.time() - (job.started or job.created)
+    report = build_report(source, merged, config, duration)
+    st.save_report(job_id, render(report, "json"))
+    end(
+        st,
+        job_id,
+        JobStatus.SUCCEEDED,
+        summary=report.summary.model_dump_json(),
+        items_done=merged.items,
+        bytes_done=merged.bytes,
+    )
+    log.info(
+        "job done: %d errors, %d warnings, %s",
+        report.summary.errors,
+        report.summary.warnings,
+        "passed" if report.summary.passed else "failed",
+    )
 
 
 @app.task(name=TaskName.FAILED.value)
@@ -274,7 +308,7 @@ def scan_failed(request: Any, exc: BaseException, traceback: Any, job_id: str) -
         else:
             message = f"a shard task failed: {exc}"
         log.error("job failed: %s", message)
-        end(store(), job_id, JobStatus.FAILED, error=message)
+        patiently(lambda: end(store(), job_id, JobStatus.FAILED, error=message))
 
 
 def end(st: Store, job_id: str, status: JobStatus, **fields: str | float | int) -> bool:

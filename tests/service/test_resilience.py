@@ -113,8 +113,10 @@ def test_worker_node_killed_whole_is_redelivered_elsewhere(make_service: Callabl
     assert comparable(report) == comparable(reference)
 
 
-def start_redis(port: int, folder: Path) -> subprocess.Popen[bytes]:
-    cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+def start_redis(port: int, folder: Path, keep: bool = False) -> subprocess.Popen[bytes]:
+    """A private redis-server; ``keep``: an append-only file in ``folder``, so a restart keeps the data."""
+    cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    cmd += ["--appendonly", "yes" if keep else "no"]
     proc = subprocess.Popen([*cmd, "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     client = redis.Redis(port=port, socket_connect_timeout=0.2)
     deadline = time.monotonic() + 10
@@ -166,6 +168,33 @@ def test_redis_stopped_gives_503_then_recovers(make_service: Callable[..., Servi
             after = run_and_report(client, small, force=True)
             assert comparable(after) == comparable(before)
             assert svc.api is not None and svc.api.poll() is None
+    finally:
+        own.kill()
+        own.wait(10)
+
+
+@pytest.mark.skipif(not redis_server_available(), reason="needs redis-server on PATH")
+def test_a_short_redis_outage_during_a_scan_loses_nothing(make_service: Callable[..., Service]) -> None:
+    """Redis stopped for five seconds while shards run, then started again with its data: the job finishes
+    with the report of an undisturbed run (a shard that met the outage was dropped, failing the job)."""
+    port = free_port()
+    folder = Path(tempfile.mkdtemp(prefix="dscan-test-redis-"))
+    own = start_redis(port, folder, keep=True)
+    try:
+        svc = make_service(workers=[1], url=f"redis://127.0.0.1:{port}/0")
+        slow = svc.data_root / "slow"
+        with svc.client(timeout=30) as client:
+            reference = run_and_report(client, slow, **OPTIONS)
+            job = submit(client, slow, force=True, **OPTIONS)
+            running_shard(svc, job["id"], skip=set())
+            own.terminate()
+            own.wait(10)
+            time.sleep(5)
+            own = start_redis(port, folder, keep=True)
+            state = wait_job(client, job["id"], timeout=180)
+            assert state["status"] == "succeeded", state
+            report = client.get(f"/api/v1/scans/{job['id']}/report").json()
+        assert comparable(report) == comparable(reference)
     finally:
         own.kill()
         own.wait(10)

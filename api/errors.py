@@ -25,21 +25,34 @@ from .paths import PathRejected
 log = logging.getLogger("dscan.api")
 
 
+LOCATIONS = frozenset({"body", "query", "path", "header", "cookie"})
+"""The first element of an error's ``loc``: where in the request (a body field may be named ``path`` too)."""
+
+
 def _where(loc: tuple[object, ...] | list[object]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    parts = [str(p) for p in (loc[1:] if loc and loc[0] in LOCATIONS else loc)]
     return ".".join(parts) or (str(loc[0]) if loc else "request")
 
 
-def validation_message(errors: list[dict[str, object]]) -> str:
+def validation_message(errors: list[dict[str, object]], json_body: bool = True) -> str:
+    """One line for a client: each field and what is wrong with it. ``json_body``: the request said its
+    body is JSON (curl -d sends a form unless told otherwise)."""
     problems = []
     for e in errors:
         loc = e.get("loc", ())
+        kind = e.get("type")
         where = _where(loc if isinstance(loc, (tuple, list)) else (loc,))
-        if where == "body" and e.get("type") == "missing":
+        if kind == "json_invalid":
+            ctx = e.get("ctx")
+            why = ctx.get("error") if isinstance(ctx, dict) else None
+            problems.append(f"body: not valid JSON ({why or e.get('msg')})")
+        elif where == "body" and not json_body:
+            problems.append('body: send a JSON object, with the header "Content-Type: application/json"')
+        elif where == "body" and kind == "missing":
             problems.append('body: a JSON object with at least "path" is required')
         else:
             problems.append(f"{where}: {e.get('msg', 'invalid')}")
-    return "invalid request: " + "; ".join(problems)
+    return "invalid request: " + "; ".join(dict.fromkeys(problems))
 
 
 def install(app: FastAPI, settings: Settings) -> None:
@@ -52,7 +65,9 @@ def install(app: FastAPI, settings: Settings) -> None:
             return JSONResponse({"detail": why}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
         errors = [dict(e) for e in exc.errors()]
         slim = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
-        return JSONResponse({"detail": validation_message(errors), "errors": slim}, status_code=422)
+        declared = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        json_body = declared == "application/json" or declared.endswith("+json")
+        return JSONResponse({"detail": validation_message(errors, json_body), "errors": slim}, status_code=422)
 
     async def rejected(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, PathRejected)

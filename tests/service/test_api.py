@@ -161,9 +161,14 @@ def test_bad_options_are_422_with_a_message(service: Service, body: dict[str, An
 def test_malformed_requests(service: Service) -> None:
     with service.client() as client:
         r = client.post("/api/v1/scans", content=b"{not json", headers={"content-type": "application/json"})
-        assert r.status_code == 422 and "JSON" in r.json()["detail"]
+        assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: body: not valid JSON (")
         r = client.post("/api/v1/scans", json={})
         assert r.status_code == 422 and "path" in r.json()["detail"]
+        for path in (123, ""):  # the body field named "path" was blamed on "body"
+            r = client.post("/api/v1/scans", json={"path": path})
+            assert r.status_code == 422 and r.json()["detail"].startswith("invalid request: path: "), r.text
+        r = client.post("/api/v1/scans", content=b'{"path": "small"}')  # curl -d: no JSON content type
+        assert r.status_code == 422 and "Content-Type: application/json" in r.json()["detail"]
         assert client.get("/api/v1/scans/not-an-id").status_code == 422
         assert client.get("/api/v1/scans/../../etc").status_code == 404
         r = client.get(f"/api/v1/scans/{'0' * 32}")

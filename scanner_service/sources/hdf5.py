@@ -109,16 +109,24 @@ NETCDF_PLACEHOLDER = b"This is a netCDF dimension but not a netCDF variable"
 """How netCDF-4 names the dataset it stores for a dimension that has no coordinate variable (zeros, no data)."""
 
 
+ATTRIBUTE_ERRORS = (OSError, RuntimeError, ValueError, KeyError, TypeError)
+"""What h5py raises for an attribute it cannot read (a damaged global heap, a type NumPy cannot hold)."""
+
+
 def writer_bookkeeping(name: str, obj: h5py.Dataset) -> str | None:
     """What a dataset a writer keeps for itself is (no data of the user's), None for data: netCDF-4's
-    placeholders of dimensions without a coordinate variable, PyTables' column indexes (``_i_<table>``)."""
-    attrs = obj.attrs
-    if "NAME" in attrs:
-        named = attrs["NAME"]
-        if isinstance(named, bytes | np.bytes_) and named.startswith(NETCDF_PLACEHOLDER):
-            return "a netCDF-4 dimension without a variable: no data"
-    if any(part.startswith("_i_") for part in name.split("/")[:-1]) and obj.parent.attrs.get("CLASS") == b"INDEX":
-        return "a PyTables index"
+    placeholders of dimensions without a coordinate variable, PyTables' column indexes (``_i_<table>``). An
+    attribute that cannot be read says nothing: the data is judged as data."""
+    with contextlib.suppress(*ATTRIBUTE_ERRORS):
+        attrs = obj.attrs
+        if "NAME" in attrs:
+            named = attrs["NAME"]
+            if isinstance(named, bytes | np.bytes_) and named.startswith(NETCDF_PLACEHOLDER):
+                return "a netCDF-4 dimension without a variable: no data"
+    in_index = any(part.startswith("_i_") for part in name.split("/")[:-1])
+    with contextlib.suppress(*ATTRIBUTE_ERRORS):
+        if in_index and obj.parent.attrs.get("CLASS") == b"INDEX":
+            return "a PyTables index"
     return None
 
 
@@ -139,7 +147,7 @@ def declared_missing(ds: h5py.Dataset, dtype: np.dtype[Any]) -> tuple[float, ...
                 found.extend(np.atleast_1d(np.asarray(attrs[key])).ravel().tolist())
         if "_FillValue" not in attrs and dtype.kind == "f" and "_NCProperties" in ds.file.attrs:
             found.append(NETCDF_DEFAULT_FILL)
-    except (OSError, RuntimeError, ValueError, KeyError, TypeError):  # an unreadable attribute declares nothing
+    except ATTRIBUTE_ERRORS:  # an unreadable attribute declares nothing
         return ()
     values: list[float] = []
     for value in found:
@@ -168,7 +176,10 @@ def _is_text(dtype: np.dtype[Any]) -> bool:
 
 def is_coordinate(obj: h5py.Dataset) -> bool:
     """A dimension scale (netCDF-4 coordinate variables: ``x``, ``y``, ``time``): coordinates, not labels."""
-    return bool("CLASS" in obj.attrs and obj.attrs["CLASS"] == b"DIMENSION_SCALE")
+    try:
+        return bool("CLASS" in obj.attrs and obj.attrs["CLASS"] == b"DIMENSION_SCALE")
+    except ATTRIBUTE_ERRORS:  # an attribute that cannot be read makes no coordinate
+        return False
 
 
 @dataclass(slots=True)
@@ -306,7 +317,13 @@ class _TolerantWalk:
         self._walk(self.fh, "", visit)
 
     def _walk(self, group: h5py.Group, prefix: str, visit: Any) -> None:
-        for name in list(group.keys()):
+        try:
+            names = list(group.keys())
+        except (OSError, RuntimeError, ValueError, KeyError) as exc:  # a damaged link table: its members are lost
+            where = Location(path=self.rel, line=self.line, dataset=printable("/" + prefix.rstrip("/")))
+            self.lost.append(where.model_copy(update={"detail": f"this group's links cannot be read: {exc}"}))
+            return
+        for name in names:
             full = f"{prefix}{name}"
             try:
                 if not isinstance(group.get(name, getlink=True), h5py.HardLink):
@@ -322,8 +339,12 @@ class _TolerantWalk:
             self.seen.add(key)
             if isinstance(obj, h5py.Group):
                 self._walk(obj, full + "/", visit)
-            else:
+                continue
+            try:
                 visit(full, obj)
+            except (OSError, RuntimeError, ValueError, KeyError) as exc:  # a damaged object header or message
+                where = Location(path=self.rel, line=self.line, dataset=printable("/" + full))
+                self.lost.append(where.model_copy(update={"detail": f"this dataset cannot be described: {exc}"}))
 
 
 class Hdf5Source(Source):
@@ -449,6 +470,9 @@ class Hdf5Source(Source):
         for code, tally in scratch.findings.items():
             partial.add_many(code, tally.count, tally.values, tally.locations)
         self._unscanned.extend(unscanned)
+        if not scratch.info.get("hdf5.datasets_seen") and not scratch.findings:  # groups and attributes only
+            detail = "the file holds no data: no dataset (only groups, attributes or empty placeholders)"
+            partial.add("S006", Location(path=rel, line=line, detail=detail))
         with contextlib.suppress(OSError, RuntimeError, ValueError, KeyError):  # notes only: damage is reported above
             fh.id.links.visit(lambda name, info: self._note_external(fh, name, info, rel), info=True)
         return found
@@ -463,6 +487,7 @@ class Hdf5Source(Source):
         def visit(name: str | bytes, obj: Any) -> None:
             if not isinstance(obj, h5py.Dataset):
                 return
+            partial.info["hdf5.datasets_seen"] = "yes"  # (this scratch partial's info stays here)
             full = "/" + object_name(name)
             shown = printable(full)  # the name reports use; ``path`` keeps the one to open when they differ
             where = full if shown != full else ""
@@ -470,7 +495,11 @@ class Hdf5Source(Source):
             if own is not None:
                 not_scanned.append(f"{rel}:{shown} ({own})")
                 return
-            dtype = obj.dtype
+            try:
+                dtype = obj.dtype
+            except TypeError as exc:  # an HDF5 type NumPy has no equivalent for (24-bit integers, H5T_TIME)
+                not_scanned.append(f"{rel}:{shown} (a type h5py cannot read into NumPy: {exc})")
+                return
             numeric_fields = [f for f in dtype.names or () if dtype[f].base.kind in "fiu"]
             for f in dtype.names or ():
                 unscanned = _unscanned_kind(dtype[f].base, field=True)

@@ -182,3 +182,54 @@ def test_a_corrupt_chunk_of_a_table_or_of_labels_costs_only_its_rows(tmp_path: P
     assert [(loc.dataset, loc.index) for loc in finding(report, "V001").locations] == [("/table['a']", 15_000)]
     assert [(loc.dataset, loc.index) for loc in finding(report, "L002").locations] == [("/label", 15_000)]
     assert "L003" not in codes(report)  # every class is still seen in the readable rows
+
+
+def nan_at(rows: int, row: int, rng: np.random.Generator) -> np.ndarray:
+    values = rng.random((rows, 4)).astype(np.float32)
+    values[row, 1] = np.nan
+    return values
+
+
+def test_one_damaged_object_costs_only_itself(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A damaged attribute heap, a damaged subgroup link table: the file was dropped whole (S001), and the NaN
+    in every readable dataset beside them went unreported."""
+    import re
+
+    attr = tmp_path / "attr.h5"
+    with h5py.File(attr, "w") as fh:
+        fh.create_dataset("x", data=nan_at(100, 42, rng)).attrs["NAME"] = "feature matrix"  # in the global heap
+        fh["z"] = nan_at(100, 7, rng)
+    raw = attr.read_bytes()
+    attr.write_bytes(raw.replace(b"GCOL", b"XXXX", 1))  # the global heap holding the string attribute
+    report = run_scan(attr)
+    assert sorted((loc.dataset, loc.index) for loc in finding(report, "V001").locations) == [("/x", 42), ("/z", 7)]
+    groups = tmp_path / "groups.h5"
+    with h5py.File(groups, "w", libver="earliest") as fh:
+        for g in ("g1", "g2", "g3"):
+            fh[f"{g}/x"] = nan_at(100, 9, rng)
+    raw = groups.read_bytes()
+    heap = [m.start() for m in re.finditer(b"HEAP", raw)][1]  # [0] is the root group's, [1] is /g1's
+    groups.write_bytes(raw[:heap] + b"XXXX" + raw[heap + 4 :])
+    report = run_scan(groups)
+    assert [loc.dataset for loc in finding(report, "V001").locations] == ["/g2/x", "/g3/x"]
+    (lost,) = finding(report, "S001").locations
+    assert lost.dataset == "/g1" and "links cannot be read" in (lost.detail or "")
+
+
+def test_types_numpy_cannot_hold_and_files_without_data(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A 24-bit integer dataset (24-bit PCM audio from C writers) stopped the scan with a traceback; a file of
+    groups and attributes only passed without a word."""
+    odd = tmp_path / "pcm.h5"
+    with h5py.File(odd, "w") as fh:
+        fh["x"] = nan_at(50, 3, rng)
+        pcm = h5py.h5t.STD_I32LE.copy()
+        pcm.set_size(3)
+        h5py.h5d.create(fh.id, b"pcm24", pcm, h5py.h5s.create_simple((20, 4)))
+    report = run_scan(odd)
+    assert [loc.index for loc in finding(report, "V001").locations] == [3]
+    assert any("pcm24" in name and "NumPy" in name for name in report.info["hdf5.not_scanned"].split("; "))
+    empty = tmp_path / "groups-only.h5"
+    with h5py.File(empty, "w") as fh:
+        fh.create_group("runs/2024").attrs["note"] = "nothing yet"
+    report = run_scan(empty)
+    assert codes(report) == {"S006"} and "no dataset" in (finding(report, "S006").locations[0].detail or "")

@@ -440,6 +440,13 @@ class Hdf5Source(Source):
                 partial.add("S001", where.model_copy(update={"detail": "empty file (0 bytes)"}))
                 return []
             with open_h5(path) as fh:
+                if fh.swmr_mode:
+                    detail = (
+                        "the file is marked open for writing (SWMR): h5py.File(path, 'r'), as a training loader "
+                        "opens it, fails; it was read as a SWMR reader reads it. If no writer is running (one "
+                        "that died), clear the mark: h5clear -s FILE"
+                    )
+                    partial.add("S001", where.model_copy(update={"detail": detail}))
                 datasets = self._walk(fh, path, rel, line, partial)
                 if fh.userblock_size and is_matlab(path):
                     self._matlab.append(rel)

@@ -293,8 +293,14 @@ def test_a_file_a_writer_holds_open_in_swmr_mode_is_read_as_swmr_readers_read_it
         assert [loc.index for loc in finding(report, "V001").locations] == [777]
         assert report.summary.items_scanned == 2000
     finally:
-        writer.kill()
+        writer.kill()  # a writer that dies leaves the mark: loaders still cannot open the file
         writer.communicate()
+    with pytest.raises(OSError, match="already open for write"):
+        h5py.File(path, "r", locking=False)
+    report = run_scan(path)  # it passed: a file no training loader can open
+    (marked,) = finding(report, "S001").locations
+    assert "marked open for writing (SWMR)" in (marked.detail or "") and "h5clear -s" in (marked.detail or "")
+    assert [loc.index for loc in finding(report, "V001").locations] == [777]
 
 
 def test_a_damaged_run_in_a_large_unchunked_block_is_found_to_the_row(tmp_path: Path) -> None:

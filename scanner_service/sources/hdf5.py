@@ -35,7 +35,7 @@ from ..errors import ConfigError
 from ..items import DatasetMeta, LabelBlock, NumericBlock, ReadFailure
 from ..labels import label_tally
 from ..location import Location
-from ..partial import Partial
+from ..partial import Partial, merge
 from ..statistics import channel_layout, complex_parts
 from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
@@ -180,6 +180,18 @@ def is_coordinate(obj: h5py.Dataset) -> bool:
         return bool("CLASS" in obj.attrs and obj.attrs["CLASS"] == b"DIMENSION_SCALE")
     except ATTRIBUTE_ERRORS:  # an attribute that cannot be read makes no coordinate
         return False
+
+
+@dataclass(slots=True)
+class _FilePlan:
+    """One file's plan, as the planning child sends it back."""
+
+    segments: list[dict[str, Any]]
+    partial: Partial
+    unscanned: list[str]
+    text_labels: list[str]
+    matlab: list[str]
+    offsets: dict[str, int]
 
 
 @dataclass(slots=True)
@@ -380,15 +392,11 @@ class Hdf5Source(Source):
         self._matlab: list[str] = []
         files = self.list_files(partial)
         segments: list[dict[str, Any]] = []
-        stream_offsets: dict[str, int] = {}
         total_bytes = total_items = 0
-        for path, line in files:
-            rel = self.relative(path)
-            found = self._plan_file(path, rel, line, partial, stream_offsets)
-            for seg in found:
-                total_bytes += seg["bytes"]
-                total_items += seg["stop"] - seg["start"]
-            segments.extend(found)
+        partial = merge([partial, *self._plan_files(files, segments)])
+        for seg in segments:
+            total_bytes += seg["bytes"]
+            total_items += seg["stop"] - seg["start"]
         if self.config.labels and not partial.labels and segments and self._text_labels:
             raise ConfigError(
                 f"labels {self.config.labels!r}: {self._text_labels[0]} holds class names as text; the label checks "
@@ -426,6 +434,42 @@ class Hdf5Source(Source):
             bytes=total_bytes,
         )
         return Plan(source=info, shards=shards, partial=partial)
+
+    def _plan_files(self, files: list[tuple[Path, int | None]], segments: list[dict[str, Any]]) -> list[Partial]:
+        """Plan every file in a forked child (HDF5 crashes on some damaged files: a segfault there costs that
+        file, an unreadable-file finding, not the scan); their segments go to ``segments``, in file order."""
+        from ..forked import Died, each
+
+        offsets: dict[str, int] = {}
+
+        def plan_one(i: int) -> _FilePlan:
+            path, line = files[i]
+            self._unscanned, self._text_labels, self._matlab = [], [], []
+            part = Partial(cap=self.config.max_locations)
+            found = self._plan_file(path, self.relative(path), line, part, offsets)
+            return _FilePlan(found, part, self._unscanned, self._text_labels, self._matlab, dict(offsets))
+
+        unscanned: list[str] = []
+        text_labels: list[str] = []
+        matlab: list[str] = []
+        parts: list[Partial] = []
+        for i, done in each(len(files), plan_one):
+            if isinstance(done, Died):
+                path, line = files[i]
+                where = Location(path=self.relative(path), line=line)
+                parts.append(Partial(cap=self.config.max_locations))
+                detail = f"not a readable HDF5 file: {done.reason} while reading its structure"
+                parts[-1].add("S001", where.model_copy(update={"detail": detail}))
+                continue
+            segments.extend(done.segments)
+            parts.append(done.partial)
+            unscanned += done.unscanned
+            text_labels += done.text_labels
+            matlab += done.matlab
+            offsets.clear()  # the label streams' next offsets, as the child left them (a new child goes on)
+            offsets.update(done.offsets)
+        self._unscanned, self._text_labels, self._matlab = unscanned, text_labels, matlab
+        return parts
 
     def _plan_file(
         self, path: Path, rel: str, line: int | None, partial: Partial, stream_offsets: dict[str, int]

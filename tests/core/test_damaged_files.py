@@ -233,3 +233,21 @@ def test_types_numpy_cannot_hold_and_files_without_data(tmp_path: Path, rng: np.
         fh.create_group("runs/2024").attrs["note"] = "nothing yet"
     report = run_scan(empty)
     assert codes(report) == {"S006"} and "no dataset" in (finding(report, "S006").locations[0].detail or "")
+
+
+def test_a_file_whose_structure_crashes_hdf5_costs_only_itself(tmp_path: Path, rng: np.random.Generator) -> None:
+    """Two flipped bytes in a v2 B-tree chunk index header make HDF5 segfault while visiting the file's objects:
+    the scan died without a report, the NaN of the good file beside it unreported."""
+    folder = tmp_path / "runs"
+    write_h5(folder / "good.h5", {"x": nan_at(4096, 10, rng)})
+    bad = folder / "bad.h5"
+    with h5py.File(bad, "w", libver="latest") as fh:
+        fh.create_dataset("d", data=nan_at(4096, 5, rng), chunks=(256, 4), maxshape=(None, None))
+    raw = bytearray(bad.read_bytes())
+    at = raw.index(b"BTHD")
+    raw[at + 12 : at + 14] = b"\xa5\x5a"
+    bad.write_bytes(bytes(raw))
+    report = run_scan(folder)
+    (lost,) = finding(report, "S001").locations
+    assert lost.path == "bad.h5" and "killed by SIGSEGV" in (lost.detail or "")
+    assert [(loc.path, loc.index) for loc in finding(report, "V001").locations] == [("good.h5", 10)]

@@ -1,0 +1,93 @@
+"""Work that may kill its process, done item by item in a forked child that streams the results back.
+
+A damaged file can make a C library crash (HDF5 segfaults visiting some damaged B-tree headers): done in
+the scan's own process, that ends the scan without a report. Here a child does the items in order and sends
+each result through a pipe as soon as it has it; when it dies, the item it was on is reported as the one
+that killed it, and a new child goes on with the next. Without ``fork`` (not Linux), the items are done in
+this process.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import struct
+import sys
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+HEADER = struct.Struct("<Q")
+
+
+@dataclass(frozen=True, slots=True)
+class Died:
+    """The child died on this item."""
+
+    reason: str
+
+
+def _reason(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return f"the reading process was killed by {name}"
+    return f"the reading process exited with status {os.WEXITSTATUS(status)}"
+
+
+def each(count: int, work: Callable[[int], Any]) -> Iterator[tuple[int, Any]]:
+    """``(i, work(i))`` for i in 0..count-1, in order; ``(i, Died(reason))`` for an item whose work killed the
+    process. ``work`` must not raise (an exception is returned as ``Died`` too) and its results must pickle."""
+    if not sys.platform.startswith("linux"):
+        for i in range(count):
+            yield i, work(i)
+        return
+    start = 0
+    while start < count:
+        stopped, reason = yield from _child(start, count, work)
+        if stopped >= count:
+            return
+        yield stopped, Died(reason)
+        start = stopped + 1
+
+
+def _child(start: int, count: int, work: Callable[[int], Any]) -> Generator[tuple[int, Any], None, tuple[int, str]]:
+    """Items from ``start`` in one child; returns the index of the item it died on (``count``: none) and how."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
+        os.close(read_end)
+        code = 0
+        try:
+            with os.fdopen(write_end, "wb") as out:
+                for i in range(start, count):
+                    try:
+                        result = work(i)
+                    except Exception as exc:
+                        result = Died(f"the reader raised {type(exc).__name__}: {exc}")
+                    data = pickle.dumps((i, result), protocol=pickle.HIGHEST_PROTOCOL)
+                    out.write(HEADER.pack(len(data)) + data)
+                    out.flush()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.close(write_end)
+    nxt = start
+    with os.fdopen(read_end, "rb") as stream:
+        while True:
+            head = stream.read(HEADER.size)
+            if len(head) < HEADER.size:
+                break
+            (size,) = HEADER.unpack(head)
+            data = stream.read(size)
+            if len(data) < size:
+                break
+            i, result = pickle.loads(data)
+            yield i, result
+            nxt = i + 1
+    _, status = os.waitpid(pid, 0)
+    return nxt, _reason(status)

@@ -755,6 +755,7 @@ class Hdf5Source(Source):
                     "bytes": (stop - start) * ds.row_bytes,
                     **({"path": ds.path} if ds.path else {}),
                     **({"field": ds.field} if ds.field is not None else {}),
+                    **({"chunk_rows": step} if step > 1 else {}),
                 }
             )
         return out
@@ -790,6 +791,10 @@ class Hdf5Source(Source):
         if seg["stop"] - seg["start"] <= 1:
             return []
         mid = (seg["start"] + seg["stop"]) // 2
+        step = seg.get("chunk_rows", 1)  # a chunk is decoded whole: its rows are not split further
+        if seg["start"] // step == (seg["stop"] - 1) // step:
+            return []
+        mid = max(mid // step * step, (seg["start"] // step + 1) * step)
         halves = []
         for a, b in ((seg["start"], mid), (mid, seg["stop"])):
             part = dict(seg, start=a, stop=b, stream_start=seg["stream_start"] + a - seg["start"])
@@ -799,11 +804,16 @@ class Hdf5Source(Source):
 
     def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
         seg = shard.spec["segments"][0]
+        step = seg.get("chunk_rows", 1)
+        rows = _rows_text(seg["start"], seg["stop"])
+        if step > 1 and seg["start"] // step == (seg["stop"] - 1) // step:
+            rows += f" (one chunk of {step:,} rows, decoded whole)"
         return "S002", Location(
             path=seg["file"],
             line=seg["line"],
             dataset=seg["dataset"],
-            detail=f"{_rows_text(seg['start'], seg['stop'])}: {reason}",
+            index=seg["start"],
+            detail=f"{rows}: {reason}",
         )
 
     # -- reading --------------------------------------------------------------------------------

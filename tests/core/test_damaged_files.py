@@ -251,3 +251,24 @@ def test_a_file_whose_structure_crashes_hdf5_costs_only_itself(tmp_path: Path, r
     (lost,) = finding(report, "S001").locations
     assert lost.path == "bad.h5" and "killed by SIGSEGV" in (lost.detail or "")
     assert [(loc.path, loc.index) for loc in finding(report, "V001").locations] == [("good.h5", 10)]
+
+
+def test_a_chunk_that_crashes_its_filter_is_one_finding_for_its_rows(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A Blosc chunk whose header makes the plugin segfault: the shard was split down to single rows, one
+    finding (and one dead worker, ~0.1 s) per row of the chunk: 1,000 findings and a minute and a half."""
+    path = tmp_path / "blosc.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("x", data=nan_at(3000, 2500, rng), chunks=(1000, 4), **hdf5plugin.Blosc())
+        info = fh["x"].id.get_chunk_info(1)
+    with open(path, "r+b") as fh:
+        for at, value in ((14, 242), (16, 227), (18, 122)):  # header bytes of chunk 1 (rows 1000-1999)
+            fh.seek(info.byte_offset + at)
+            fh.write(bytes([value]))
+    crash = subprocess.run([sys.executable, "-c", f"import h5py, hdf5plugin; h5py.File({str(path)!r})['x'][1000:2000]"])
+    assert crash.returncode != 0  # the plugin kills whoever reads the chunk (or, now and then, only fails)
+    report = run_scan(path, workers=1)
+    (lost,) = finding(report, "S002").locations
+    assert lost.index == 1000 and (lost.detail or "").startswith("rows 1000-1999 "), lost
+    killed = "killed by" in (lost.detail or "")
+    assert not killed or (lost.detail or "").startswith("rows 1000-1999 (one chunk of 1,000 rows")
+    assert [loc.index for loc in finding(report, "V001").locations] == [2500]

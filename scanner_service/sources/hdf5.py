@@ -383,7 +383,14 @@ class Hdf5Source(Source):
                 f"{images} image file{'s' if images > 1 else ''} below this folder not scanned (it was read as an "
                 "HDF5 dataset): scan an image folder on its own"
             )
-        return [(Path(p), None) for p in contents.hdf5 if os.path.isfile(p)]
+        files = []
+        for p in contents.hdf5:
+            if os.path.isfile(p):
+                files.append((Path(p), None))
+            elif os.path.islink(p) and not os.path.exists(p):  # a dangling link: a file the dataset lost
+                detail = f"a link to {os.readlink(p)}, which does not exist"
+                partial.add("S004", Location(path=self.relative(Path(p)), detail=detail))
+        return files
 
     def plan(self) -> Plan:
         partial = Partial(cap=self.config.max_locations)

@@ -272,3 +272,14 @@ def test_a_chunk_that_crashes_its_filter_is_one_finding_for_its_rows(tmp_path: P
     killed = "killed by" in (lost.detail or "")
     assert not killed or (lost.detail or "").startswith("rows 1000-1999 (one chunk of 1,000 rows")
     assert [loc.index for loc in finding(report, "V001").locations] == [2500]
+
+
+def test_a_dangling_link_in_an_hdf5_folder_is_a_missing_file(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A link whose target is gone was left out without a word: the dataset lost a file."""
+    folder = tmp_path / "shards"
+    write_h5(folder / "part-0.h5", {"x": nan_at(10, 1, rng)})
+    (folder / "part-1.h5").symlink_to(tmp_path / "moved" / "part-1.h5")
+    report = run_scan(folder)
+    (gone,) = finding(report, "S004").locations
+    assert gone.path == "part-1.h5" and "does not exist" in (gone.detail or "")
+    assert [loc.index for loc in finding(report, "V001").locations] == [1]

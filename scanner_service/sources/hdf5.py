@@ -383,7 +383,7 @@ class Hdf5Source(Source):
                 f"{images} image file{'s' if images > 1 else ''} below this folder not scanned (it was read as an "
                 "HDF5 dataset): scan an image folder on its own"
             )
-        files = []
+        files: list[tuple[Path, int | None]] = []
         for p in contents.hdf5:
             if os.path.isfile(p):
                 files.append((Path(p), None))

@@ -28,7 +28,8 @@ class Died:
     reason: str
 
 
-def _reason(status: int) -> str:
+def exit_reason(status: int) -> str:
+    """How a child ended, from its ``waitpid`` status."""
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         try:
@@ -36,7 +37,7 @@ def _reason(status: int) -> str:
         except ValueError:
             name = f"signal {number}"
         return f"the reading process was killed by {name}"
-    return f"the reading process exited with status {os.WEXITSTATUS(status)}"
+    return f"the reading process exited with status {os.waitstatus_to_exitcode(status)}"
 
 
 def each(count: int, work: Callable[[int], Any]) -> Iterator[tuple[int, Any]]:
@@ -90,4 +91,4 @@ def _child(start: int, count: int, work: Callable[[int], Any]) -> Generator[tupl
             yield i, result
             nxt = i + 1
     _, status = os.waitpid(pid, 0)
-    return nxt, _reason(status)
+    return nxt, exit_reason(status)

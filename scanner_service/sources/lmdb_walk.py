@@ -16,7 +16,6 @@ import contextlib
 import mmap
 import os
 import pickle
-import signal
 import struct
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import lmdb
+
+from ..forked import exit_reason
 
 CHUNK = 1 << 16
 """Keys taken from the cursor at a time (a list of them is held while walking)."""
@@ -278,17 +279,6 @@ def _sample(send: Sink, env: Any, count: int, firsts: list[bytes]) -> None:
             ends(last=True)
     if failure is not None:
         send(("sample_failure", failure))
-
-
-def exit_reason(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        return f"the reading process was killed by {name}"
-    return f"the reading process exited with status {os.waitstatus_to_exitcode(status)}"
 
 
 def walk(path: Path, subdir: bool, job: Job) -> Walk:

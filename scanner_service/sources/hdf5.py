@@ -311,6 +311,12 @@ def _chunk_label(offset: tuple[int, ...], chunks: tuple[int, ...]) -> str:
     return ",".join(str(o // c) for o, c in zip(offset, chunks, strict=True))
 
 
+def _one_chunk(seg: dict[str, Any]) -> bool:
+    """Whether a segment's rows lie in one chunk along the first axis (rows of unchunked data: one row)."""
+    step = seg.get("chunk_rows", 1)
+    return bool(seg["start"] // step == (seg["stop"] - 1) // step)
+
+
 def _rows_text(start: int, stop: int) -> str:
     return f"rows {start}-{stop - 1}" if stop - start > 1 else f"row {start}"
 
@@ -522,13 +528,13 @@ class Hdf5Source(Source):
         """The file's numeric datasets. HDF5's own visit stops at the first object it cannot describe (a
         damaged chunk index): then the file is walked again link by link, and only that object is lost."""
         try:
-            found, scratch, unscanned = self._visit(fh, path, rel, line, fh.visititems)
+            found, scratch, unscanned, seen = self._visit(fh, path, rel, line, fh.visititems)
         except (OSError, RuntimeError, ValueError, KeyError):
-            found, scratch, unscanned = self._visit(fh, path, rel, line, _TolerantWalk(fh, rel, line))
+            found, scratch, unscanned, seen = self._visit(fh, path, rel, line, _TolerantWalk(fh, rel, line))
         for code, tally in scratch.findings.items():
             partial.add_many(code, tally.count, tally.values, tally.locations)
         self._unscanned.extend(unscanned)
-        if not scratch.info.get("hdf5.datasets_seen") and not scratch.findings:  # groups and attributes only
+        if not seen and not scratch.findings:  # groups and attributes only
             detail = "the file holds no data: no dataset (only groups, attributes or empty placeholders)"
             partial.add("S006", Location(path=rel, line=line, detail=detail))
         with contextlib.suppress(OSError, RuntimeError, ValueError, KeyError):  # notes only: damage is reported above
@@ -537,15 +543,17 @@ class Hdf5Source(Source):
 
     def _visit(
         self, fh: h5py.File, path: Path, rel: str, line: int | None, visit_items: Any
-    ) -> tuple[list[_Dataset], Partial, list[str]]:
+    ) -> tuple[list[_Dataset], Partial, list[str], bool]:
+        """The datasets to scan, findings, datasets named as not scanned, and whether any dataset was met."""
         found: list[_Dataset] = []
         partial = Partial(cap=self.config.max_locations)
         not_scanned: list[str] = []
+        seen: list[str] = []
 
         def visit(name: str | bytes, obj: Any) -> None:
             if not isinstance(obj, h5py.Dataset):
                 return
-            partial.info["hdf5.datasets_seen"] = "yes"  # (this scratch partial's info stays here)
+            seen.append(object_name(name))
             full = "/" + object_name(name)
             shown = printable(full)  # the name reports use; ``path`` keeps the one to open when they differ
             where = full if shown != full else ""
@@ -624,7 +632,7 @@ class Hdf5Source(Source):
         visit_items(visit)
         for lost in getattr(visit_items, "lost", []):
             partial.add("S001", lost)
-        return found, partial, not_scanned
+        return found, partial, not_scanned, bool(seen)
 
     def _note_external(self, fh: h5py.File, name: bytes, info: Any, rel: str) -> None:
         """External links are not followed (the linked file may lie anywhere): they are named as not scanned."""
@@ -798,9 +806,9 @@ class Hdf5Source(Source):
         if seg["stop"] - seg["start"] <= 1:
             return []
         mid = (seg["start"] + seg["stop"]) // 2
-        step = seg.get("chunk_rows", 1)  # a chunk is decoded whole: its rows are not split further
-        if seg["start"] // step == (seg["stop"] - 1) // step:
+        if _one_chunk(seg):  # a chunk is decoded whole: its rows are not split further
             return []
+        step = seg.get("chunk_rows", 1)
         mid = max(mid // step * step, (seg["start"] // step + 1) * step)
         halves = []
         for a, b in ((seg["start"], mid), (mid, seg["stop"])):
@@ -811,10 +819,9 @@ class Hdf5Source(Source):
 
     def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
         seg = shard.spec["segments"][0]
-        step = seg.get("chunk_rows", 1)
         rows = _rows_text(seg["start"], seg["stop"])
-        if step > 1 and seg["start"] // step == (seg["stop"] - 1) // step:
-            rows += f" (one chunk of {step:,} rows, decoded whole)"
+        if _one_chunk(seg) and seg.get("chunk_rows", 1) > 1:
+            rows += f" (one chunk of {seg['chunk_rows']:,} rows, decoded whole)"
         return "S002", Location(
             path=seg["file"],
             line=seg["line"],

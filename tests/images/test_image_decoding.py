@@ -11,11 +11,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from imagetools import chunk, encode, jpeg, natural, png, png_bytes, zero_block
 from PIL import Image
 
 from scanner_service.imaging import decoder_entry, inspect_image, judge_label
-from scanner_service.imaging.jpeg import end_of_image, parse_header
+from scanner_service.imaging.jpeg import end_of_image, first_pair, parse_header
 from scanner_service.imaging.sniff import certainly_no_image
 
 # -- the PNG encoder of these tests is itself checked against Pillow ------------------------------------
@@ -156,6 +158,17 @@ def test_jpeg_damage_pillow_fails_on_is_an_error(rng: np.random.Generator) -> No
     at = start + 400
     v = inspect_image(good[:at] + b"\xff\x7d\x00\x00" + good[at + 4 :], "m.jpg")
     assert v.error is not None and "Pillow:" in v.error
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([0xFF, 0xD9, 0x00, 0x01]), max_size=40).map(bytes), st.data())
+def test_first_pair_finds_what_bytes_find_finds(data: bytes, draw: st.DataObject) -> None:
+    """The vectorised search of the end-of-image marker agrees with ``bytes.find`` at every start, on bytes
+    and on memoryviews (LMDB values), at even and odd offsets."""
+    start = draw.draw(st.integers(0, len(data) + 2))
+    expected = data.find(b"\xff\xd9", start) if start <= len(data) else -1
+    assert first_pair(data, start, 0xFF, 0xD9) == expected
+    assert first_pair(memoryview(data), start, 0xFF, 0xD9) == expected
 
 
 def test_trailing_data_and_concatenation(rng: np.random.Generator) -> None:

@@ -265,7 +265,8 @@ def merge(partials: Iterable[Partial]) -> Partial:
         info.update(p.info)
     for entries in groups.values():
         for locs in entries.values():
-            locs.sort(key=Location.sort_key)
+            if len(locs) > 1:  # most keys (content digests) hold one location: nothing to sort, no key to compute
+                locs.sort(key=Location.sort_key)
     return Partial.model_construct(
         cap=cap,
         shards=sum(p.shards for p in parts),

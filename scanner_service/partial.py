@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Iterable
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .location import Location
 from .text import Text
@@ -57,6 +57,10 @@ class FindingTally(BaseModel):
 
 class DatasetStats(BaseModel):
     """Running moments of one numeric dataset, per channel (feature) where it has channels."""
+
+    # Finite data can overflow a moment (the squares of values above 1e154 in float64): the service's JSON
+    # between shard and merge keeps such an infinity (JSON's null would not validate as a number).
+    model_config = ConfigDict(ser_json_inf_nan="constants")
 
     path: Text
     dataset: Text

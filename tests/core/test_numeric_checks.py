@@ -405,3 +405,23 @@ def test_partial_edge_chunks_stored_unfiltered_are_read_as_hdf5_reads_them(
     assert stats.mean == pytest.approx(finite.mean(), abs=1e-6)
     last = stats.channels[63]
     assert last["count"] == 2500 and last["max"] == pytest.approx(float(data[:, 63].max()), rel=1e-6)
+
+
+def test_an_overflowing_moment_survives_the_services_json(tmp_path: Path) -> None:
+    """Finite float64 values above 1e154 overflow the sum of squares: the shard's partial still travels as
+    JSON (the service's way from shard to merge) and merges into the report the CLI gives."""
+    from scanner_service import ScanConfig, build_report, merge, plan, scan_shard
+    from scanner_service.partial import Partial
+    from scanner_service.text import dump_json
+
+    path = tmp_path / "huge.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = np.array([0.0, 1e200, 2.0])
+    config = ScanConfig()
+    planned = plan(path, config)
+    parts = [scan_shard(planned.source.kind, planned.source.path, s, config) for s in planned.shards]
+    travelled = [Partial.model_validate_json(dump_json(p)) for p in parts]
+    local = build_report(planned.source, merge([planned.partial, *parts]), config, 0.0)
+    remote = build_report(planned.source, merge([planned.partial, *travelled]), config, 0.0)
+    assert dump_json(remote) == dump_json(local)  # (as JSON: a NaN moment is unequal to itself as a float)
+    assert [(f.code, f.locations[0].index) for f in remote.findings] == [("V003", 1)]

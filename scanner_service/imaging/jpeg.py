@@ -50,6 +50,9 @@ HARMLESS = (
 warning, so the header field behind one is set to what libjpeg assumes and the copy decoded again: damage
 further on must still be found."""
 
+WARNINGS = ("Corrupt JPEG data", "Premature end of JPEG file", "Inconsistent progression sequence")
+"""libjpeg's warnings about damaged data (JWRN_*): a decoder that goes on past one returns wrong pixels."""
+
 SEQUENTIAL = frozenset({0xC0, 0xC1, 0xC5, 0xC9, 0xCD})
 """Frame types whose scans must read Ss=0, Se=63, Ah=Al=0 (libjpeg warns and ignores other values)."""
 
@@ -374,6 +377,10 @@ def _strict_failed(
     # libjpeg-turbo refused the file: Pillow (libjpeg's own interface) gets the last word.
     pillow_fallback(data, verdict)
     if verdict.error is None:
+        if fatal.startswith(WARNINGS):
+            # A warning about the header ("N extraneous bytes before marker 0xc4": a table skipped) stops the
+            # TurboJPEG interface even when not strict; Pillow decodes on, with what the skipped part held lost.
+            verdict.damage.append(fatal)
         return
     problem = header_problem(data, head)
     if "tjDecompressHeader" in fatal or fatal.startswith("tj"):

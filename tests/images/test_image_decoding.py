@@ -171,6 +171,24 @@ def test_first_pair_finds_what_bytes_find_finds(data: bytes, draw: st.DataObject
     assert first_pair(memoryview(data), start, 0xFF, 0xD9) == expected
 
 
+def test_jpeg_header_damage_that_libjpeg_steps_over_is_damaged_data(rng: np.random.Generator) -> None:
+    """Junk before a header segment, or a zeroed Huffman table marker (the table is skipped: Pillow decodes
+    garbage silently): libjpeg warns "extraneous bytes before marker", which stops the TurboJPEG interface
+    even when not strict. Still damaged data, never a clean verdict."""
+    good = jpeg(rng, optimize=True)
+    dht = good.index(b"\xff\xc4")
+    zeroed = good[:dht] + bytes(8) + good[dht + 8 :]
+    dqt = good.index(b"\xff\xdb")
+    junk = good[:dqt] + b"garbage!" + good[dqt:]
+    for data, marker in ((zeroed, "0xc4"), (junk, "0xdb")):
+        v = inspect_image(data, "h.jpg")
+        assert v.error is None and len(v.damage) == 1, (v.error, v.damage)
+        assert (
+            v.damage[0].startswith("Corrupt JPEG data:") and f"extraneous bytes before marker {marker}" in v.damage[0]
+        )
+    assert not inspect_image(good, "g.jpg").damage
+
+
 def test_trailing_data_and_concatenation(rng: np.random.Generator) -> None:
     a = jpeg(rng)
     head = parse_header(a)

@@ -284,6 +284,21 @@ class ImageFilesSource(Source):
         return LabelBlock(stream=spec["stream"], labels=values, global_start=spec["start"], locate=locate)
 
 
+def _folders_above(folder: str, root: str) -> frozenset[tuple[int, int]]:
+    """(device, inode) of the folders from ``root`` down to ``folder``'s parent: a link inside a class folder
+    back to the dataset's root is a cycle too."""
+    found: set[tuple[int, int]] = set()
+    here, top = os.path.abspath(folder), os.path.abspath(root)
+    while here != top and here.startswith(top + os.sep):
+        here = os.path.dirname(here)
+        try:
+            st = os.stat(here)
+        except OSError:
+            break
+        found.add((st.st_dev, st.st_ino))
+    return frozenset(found)
+
+
 def walk_files(
     folder: str,
     root: str,
@@ -302,7 +317,7 @@ def walk_files(
     prefix = len(root.rstrip(os.sep)) + 1
     # folder links are followed, as torchvision's os.walk(followlinks=True) does: a folder reached twice is
     # read twice (as the loader reads it), but a link back to a folder above it (a cycle) is not followed
-    stack: list[tuple[str, frozenset[tuple[int, int]]]] = [(folder, frozenset())]
+    stack: list[tuple[str, frozenset[tuple[int, int]]]] = [(folder, _folders_above(folder, root))]
     while stack:
         current, above = stack.pop()
         try:

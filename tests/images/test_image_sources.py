@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -303,6 +304,13 @@ def test_folder_links_are_followed_but_cycles_are_not(tmp_path: Path, write: Wri
     report = scan_dir(tmp_path / "data")
     assert report.summary.items_scanned == 2
     assert "1 folder link cycle" in report.info["images.skipped"]
+    write("data/bird/b.jpg", jpeg(rng))
+    (tmp_path / "data/cat/root").symlink_to(tmp_path / "data")  # back to the dataset's root, above the class
+    report = scan_dir(tmp_path / "data")
+    assert report.summary.items_scanned == 3  # bird/b.jpg is not read again as a cat under cat/root/
+    assert "2 folder link cycle" in report.info["images.skipped"]
+    (tmp_path / "data/cat/root").unlink()
+    shutil.rmtree(tmp_path / "data/bird")
     # a link to a folder beside it is no cycle: torchvision reads that folder twice, and so does the scan
     write("data/dog/d.jpg", jpeg(rng))
     (tmp_path / "data/alias").symlink_to(tmp_path / "data/dog")

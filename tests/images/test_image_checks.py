@@ -156,15 +156,20 @@ def test_unusual_modes_and_float_pixels(tmp_path: Path, write: Write, rng: np.ra
     depth[5, 6] = np.inf
     depth[7, 8] = -np.inf
     write("depth.tif", encode(Image.fromarray(depth), "TIFF"))
+    # PFM (disparity and depth datasets): "Pf", size, a negative scale for little-endian, rows bottom-up
+    write("disparity.pfm", b"Pf\n40 40\n-1.0\n" + depth[::-1].astype("<f4").tobytes())
     write("rgb.jpg", jpeg(rng))
     report = scan_dir(tmp_path)
     unusual = _details(report, "I010")
-    assert set(unusual) == {"cmyk.jpg", "sixteen.png", "la.png", "ptrns.png", "depth.tif"}
+    assert set(unusual) == {"cmyk.jpg", "sixteen.png", "la.png", "ptrns.png", "depth.tif", "disparity.pfm"}
     assert unusual["cmyk.jpg"].startswith("CMYK")
     assert unusual["ptrns.png"].startswith("P with transparency")
     nan, inf = finding(report, "V001"), finding(report, "V002")
-    assert [(loc.path, loc.detail) for loc in nan.locations] == [("depth.tif", "1 NaN pixel value")]
-    assert (inf.count, inf.values, inf.locations[0].path) == (1, 2, "depth.tif")
+    assert [(loc.path, loc.detail) for loc in nan.locations] == [
+        ("depth.tif", "1 NaN pixel value"),
+        ("disparity.pfm", "1 NaN pixel value"),
+    ]
+    assert (inf.count, inf.values, inf.locations[0].path) == (2, 4, "depth.tif")
 
 
 def test_channel_mismatch_reports_the_minority(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:

@@ -107,6 +107,8 @@ def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pi
         return
     probe = Verdict()
     _decoder("pillow").judge(data, probe, max_pixels)
+    if probe.bomb is not None and probe.format is None and claimed_format(name) in WEAK_MAGIC:
+        probe.format = claimed_format(name)  # Pillow read the header its extension names, and refused its size
     known = probe.format is not None and probe.format != "unknown"
     if known and (probe.format not in WEAK_MAGIC or claimed_format(name) == probe.format):
         for slot in Verdict.__slots__:

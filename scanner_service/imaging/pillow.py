@@ -9,6 +9,7 @@ lifted for the duration of a call: the scan applies its own limit from the heade
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from .containers import gif_end, riff_end
+from .containers import NO_TRAILER, gif_end, riff_end
 from .sniff import FORMAT_BY_PILLOW, sniff
 from .verdict import Verdict
 
@@ -51,6 +52,15 @@ def _own_limits(max_pixels: int | None = None) -> Iterator[None]:
         yield
     finally:
         Image.MAX_IMAGE_PIXELS = saved
+
+
+def _bomb_text(exc: Image.DecompressionBombError, max_pixels: int) -> str:
+    """The finding's detail for Pillow's bomb error: the pixel count declared (the file's own header, or the
+    header of an image inside it, as an icon's), against dscan's limit."""
+    found = re.search(r"Image size \((\d+) pixels\)", str(exc))
+    if found is None:
+        return str(exc)
+    return f"{int(found.group(1)):,} pixels declared (limit {max_pixels:,})"
 
 
 def _reason(exc: BaseException) -> str:
@@ -103,8 +113,8 @@ def judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool = False, 
             _judge(data, verdict, max_pixels, fallback, constant)
         except MemoryError:
             verdict.error = "out of memory while decoding"
-        except Image.DecompressionBombError as exc:  # an image nested inside the file (see _own_limits)
-            verdict.bomb = f"a nested image: {exc}"
+        except Image.DecompressionBombError as exc:  # the size Pillow read on opening, or a nested image's
+            verdict.bomb = _bomb_text(exc, max_pixels)
         except Exception as exc:  # whatever a decoder raises is the verdict on this file
             verdict.error = _reason(exc)
     for w in caught:
@@ -130,6 +140,11 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
             # (a TIFF's orientation is applied by Pillow's load() itself, and by OpenCV: no loader gets it wrong)
             value = im.getexif().get(ORIENTATION_TAG)
             verdict.orientation = int(value) if isinstance(value, int) else None
+        if verdict.format == "gif" and not fallback:
+            _, broken = gif_end(data)
+            if broken is not None and broken != NO_TRAILER:
+                verdict.error = broken  # Pillow stops at the damage without an error: the frames after it are lost
+                return
         frames = int(getattr(im, "n_frames", 1))
         verdict.frames = frames
         first = int(getattr(im, "_min_frame", 0))  # a PSD numbers its layers from 1 (0 is none)
@@ -160,9 +175,12 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
 
 def _container_end(data: Any, verdict: Verdict) -> None:
     if verdict.format == "gif":
-        end = gif_end(data)
-        if end < 0:
-            verdict.damage.append("no GIF trailer: the file ends inside or right after the last frame")
+        end, problem = gif_end(data)
+        if problem is not None:
+            if problem == NO_TRAILER:
+                verdict.damage.append(problem)
+            else:
+                verdict.error = verdict.error or problem
             return
     elif verdict.format == "webp":
         end = riff_end(data)

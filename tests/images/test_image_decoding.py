@@ -212,11 +212,41 @@ def test_multi_frame_formats_are_decoded_frame_by_frame(rng: np.random.Generator
     assert v.error is None and v.frames == 4
     cut = inspect_image(gif[: len(gif) * 3 // 4], "a.gif")
     assert cut.error is not None or cut.damage
+    _gif_frames_lost_silently_are_an_error(rng)
     pages = [Image.fromarray(natural(rng, 20, 20)) for _ in range(3)]
     tiff = encode(pages[0], "TIFF", save_all=True, append_images=pages[1:])
     v = inspect_image(tiff, "a.tif")
     assert v.error is None and v.frames == 3
     assert inspect_image(tiff[: len(tiff) - 600], "a.tif").error is not None
+
+
+def _pillow_frames(data: bytes) -> int | None:
+    """How many frames Pillow decodes from a GIF without raising (None: it raises)."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            for i in range(im.n_frames):
+                im.seek(i)
+                im.load()
+            return int(im.n_frames)
+    except Exception:
+        return None
+
+
+def _gif_frames_lost_silently_are_an_error(rng: np.random.Generator) -> None:
+    """A zeroed kilobyte inside frame 2 of 4: for some offsets Pillow stops there without an error (fewer
+    frames, the rest lost); the GIF block walk finds the damage, so each of those is an error."""
+    frames = [Image.fromarray(natural(rng, 64, 96)).convert("P") for _ in range(4)]
+    gif = encode(frames[0], "GIF", save_all=True, append_images=frames[1:])
+    silent = []
+    for at in range(len(gif) // 4, len(gif) // 2, 61):
+        damaged = gif[:at] + bytes(1024) + gif[at + 1024 :]
+        lost = _pillow_frames(damaged)
+        if lost is not None and lost < 4:
+            silent.append(damaged)
+    assert silent, "no offset where Pillow loses frames silently"
+    for damaged in silent:
+        v = inspect_image(damaged, "a.gif")
+        assert v.error is not None and v.error.startswith("damaged GIF block structure"), v
 
 
 def test_other_formats_judged_by_pillow(rng: np.random.Generator) -> None:
@@ -254,6 +284,14 @@ def test_bombs_are_judged_from_the_header_only() -> None:
     v = inspect_image(jpeg_bomb, "b.jpg", max_pixels=1_000_000)
     assert v.bomb is not None and v.error is None
     assert inspect_image(small, "s.jpg", max_pixels=64 * 64).bomb is None
+    # formats whose size Pillow checks on opening: the count declared, not "a nested image"
+    bmp = bytearray(encode(Image.new("RGB", (64, 48)), "BMP"))
+    bmp[18:26] = (60_000).to_bytes(4, "little") * 2
+    v = inspect_image(bytes(bmp), "b.bmp", max_pixels=1_000_000)
+    assert (v.bomb, v.error) == ("3,600,000,000 pixels declared (limit 1,000,000)", None)
+    # TGA has no signature: a header Pillow reads but refuses for its size is a bomb, not "not an image"
+    v = inspect_image(encode(Image.new("RGB", (64, 48)), "TGA"), "small.tga", max_pixels=1_000)
+    assert (v.format, v.bomb) == ("tga", "3,072 pixels declared (limit 1,000)")
 
 
 def test_constant_images(rng: np.random.Generator) -> None:

@@ -891,9 +891,10 @@ class _SegmentReader:
 
     def locate(self, start: int) -> Any:
         rel, name, line = self.rel, self.name, self.seg["line"]
+        scalar = self.ds.shape == ()  # one value, no index (h5py refuses ``ds[0]`` on a scalar dataspace)
 
         def at(i: int) -> Location:
-            return Location(path=rel, line=line, dataset=name, index=start + i)
+            return Location(path=rel, line=line, dataset=name, index=None if scalar else start + i)
 
         return at
 

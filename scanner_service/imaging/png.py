@@ -293,7 +293,7 @@ def _check(
             elif ctype == b"tRNS":
                 transparency = True
             elif ctype == b"eXIf":
-                v.orientation = exif_orientation(body)
+                v.orientation = exif_orientation(exif_tiff(body))
             elif ctype == b"acTL" and len(body) >= 8:
                 frame_count = int.from_bytes(body[0:4], "big") or None  # 0 frames: _Ancillary's problem
             elif ctype == b"fcTL":
@@ -410,6 +410,12 @@ def _pillow_limits() -> tuple[int, int]:
     from PIL import PngImagePlugin
 
     return int(PngImagePlugin.MAX_TEXT_CHUNK), int(PngImagePlugin.MAX_TEXT_MEMORY)
+
+
+def exif_tiff(body: memoryview) -> memoryview:
+    """The TIFF structure of an eXIf chunk. Some writers put JPEG's APP1 prefix ``Exif\\0\\0`` before it,
+    against the PNG spec; Pillow (``getexif``, ``exif_transpose``) skips it, and so do loaders built on it."""
+    return body[6:] if bytes(body[:6]) == b"Exif\x00\x00" else body
 
 
 class _Ancillary:
@@ -543,6 +549,7 @@ class _Ancillary:
             )
 
     def _exif(self, name: str, body: memoryview) -> None:
+        body = exif_tiff(body)
         if not body:
             self.problems.append("eXIf chunk is empty")
         elif bytes(body[:4]) not in TIFF_HEADERS:

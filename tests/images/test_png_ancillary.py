@@ -510,3 +510,18 @@ def test_scan_reports_errors_and_warnings(tmp_path: Path) -> None:
     for loc in damaged.locations:
         assert DAMAGED[names[loc.path]][1] in (loc.detail or ""), loc
     assert not any(loc.path.startswith("valid_") for loc in corrupt.locations + damaged.locations)
+
+
+def test_an_exif_prefix_in_exif_is_read_as_pillow_reads_it() -> None:
+    """Some writers start eXIf with JPEG's ``Exif\\0\\0``: against the spec, but Pillow skips it (getexif and
+    exif_transpose work). No damage then, and the orientation inside still counts."""
+    rotated = Image.Exif()
+    rotated[0x0112] = 6
+    tiff = rotated.tobytes()
+    tiff = tiff[6:] if tiff.startswith(b"Exif\x00\x00") else tiff
+    for body in (tiff, b"Exif\x00\x00" + tiff):
+        data = rewrite(rgb_full(), b"eXIf", body)
+        with Image.open(io.BytesIO(data)) as im:
+            assert im.getexif().get(0x0112) == 6
+        v = inspect_image(data, "r.png")
+        assert (v.error, v.damage, v.orientation) == (None, [], 6), body[:8]

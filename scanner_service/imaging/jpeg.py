@@ -223,6 +223,11 @@ def end_of_image(data: Any, scan: int) -> int:
             pos = i + 2
 
 
+def decode_thumbnail(data: Any) -> np.ndarray[Any, Any]:
+    """The strict 1/8 gray decode of one JPEG stream; raises ValueError with libjpeg's reason."""
+    return _decode(data, strict=True)
+
+
 def _decode(data: Any, strict: bool, colorspace: str = "GRAY", full: bool = False) -> np.ndarray[Any, Any]:
     if full:
         return simplejpeg.decode_jpeg(data, colorspace=colorspace, strict=strict)  # type: ignore[no-any-return]

@@ -157,6 +157,8 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
                     verdict.bomb = f"frame {i}: {w}×{h} = {w * h:,} pixels declared (limit {max_pixels:,})"
                     return
             im.load()
+            if verdict.format == "tiff":
+                _strips(data, im, 0 if i is None else i, verdict)
             if im.mode == "F":
                 _float_frame(im, verdict)
             elif i is None and frames == 1 and constant:
@@ -171,6 +173,18 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
         im.close()
     if not fallback:
         _container_end(data, verdict)
+
+
+def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:
+    """Damage libtiff's JPEG codec steps over in a JPEG-compressed page (see ``tiff_jpeg``)."""
+    tags = getattr(im, "tag_v2", None)
+    if tags is None or tags.get(259) != 7:
+        return
+    from .tiff_jpeg import jpeg_damage
+
+    problem = jpeg_damage(data, tags)
+    if problem is not None:
+        verdict.damage.append(f"page {page}, {problem}" if verdict.frames > 1 else problem)
 
 
 def _container_end(data: Any, verdict: Verdict) -> None:

@@ -249,6 +249,22 @@ def _gif_frames_lost_silently_are_an_error(rng: np.random.Generator) -> None:
         assert v.error is not None and v.error.startswith("damaged GIF block structure"), v
 
 
+def test_damage_inside_a_jpeg_compressed_tiff_page_is_damaged_data(rng: np.random.Generator) -> None:
+    """libtiff's JPEG codec only prints libjpeg's warnings and Pillow decodes on: each strip of a JPEG page
+    is checked by strict libjpeg-turbo, after the page's JPEGTables; valid pages stay clean."""
+    pages = [Image.fromarray(natural(rng, 96, 128)) for _ in range(2)]
+    tiff = encode(pages[0], "TIFF", compression="jpeg", save_all=True, append_images=pages[1:])
+    clean = inspect_image(tiff, "p.tif")
+    assert (clean.error, clean.damage, clean.frames) == (None, [], 2)
+    with Image.open(io.BytesIO(tiff)) as im:
+        im.seek(1)
+        start, size = im.tag_v2[273][0], im.tag_v2[279][0]  # page 1's first strip
+    at = start + size // 2
+    damaged = inspect_image(tiff[:at] + bytes(64) + tiff[at + 64 :], "p.tif")
+    assert damaged.error is None and len(damaged.damage) == 1, damaged
+    assert damaged.damage[0].startswith("page 1, strip 0: Corrupt JPEG data")
+
+
 def test_other_formats_judged_by_pillow(rng: np.random.Generator) -> None:
     image = Image.fromarray(natural(rng, 24, 32))
     for fmt, name in (

@@ -1,6 +1,7 @@
 """Error answers: always ``{"detail": "..."}`` with a message, never a stack trace.
 
-- validation errors: 422 with every problem in one sentence (plus ``errors``, without the input echoed);
+- validation errors: 422 with every problem in one sentence (plus ``errors``, without the input echoed); a
+  body that is no JSON at all (malformed, not UTF-8, nested too deeply) is one of them;
 - Redis or the broker unreachable: 503 with ``Retry-After`` (the Redis client has socket timeouts, so this
   comes in seconds, not never);
 - anything unexpected: 500 with a generic message; the traceback goes to the log only.
@@ -34,18 +35,26 @@ def _where(loc: tuple[object, ...] | list[object]) -> str:
     return ".".join(parts) or (str(loc[0]) if loc else "request")
 
 
+def _loc(error: dict[str, object]) -> tuple[object, ...] | list[object]:
+    loc = error.get("loc", ())
+    return loc if isinstance(loc, (tuple, list)) else (loc,)
+
+
 def validation_message(errors: list[dict[str, object]], json_body: bool = True) -> str:
     """One line for a client: each field and what is wrong with it. ``json_body``: the request said its
     body is JSON (curl -d sends a form unless told otherwise)."""
     problems = []
     for e in errors:
-        loc = e.get("loc", ())
         kind = e.get("type")
-        where = _where(loc if isinstance(loc, (tuple, list)) else (loc,))
+        where = _where(_loc(e))
+        ctx = e.get("ctx")
+        why = ctx.get("error") if isinstance(ctx, dict) else None
         if kind == "json_invalid":
-            ctx = e.get("ctx")
-            why = ctx.get("error") if isinstance(ctx, dict) else None
             problems.append(f"body: not valid JSON ({why or e.get('msg')})")
+        elif kind == "text_invalid":
+            problems.append(f"body: {e.get('msg')} ({why})")
+        elif kind == "json_too_deep":
+            problems.append(f"body: {e.get('msg')}")
         elif where == "body" and not json_body:
             problems.append('body: send a JSON object, with the header "Content-Type: application/json"')
         elif where == "body" and kind == "missing":
@@ -55,16 +64,40 @@ def validation_message(errors: list[dict[str, object]], json_body: bool = True) 
     return "invalid request: " + "; ".join(dict.fromkeys(problems))
 
 
+def unparsable_body(exc: HTTPException) -> dict[str, object] | None:
+    """The validation error of a body FastAPI could not decode, which it answers with a 400 that does not
+    say why ("There was an error parsing the body"); the exception it chains says: bytes that are not text
+    in the JSON's encoding, or arrays and objects nested deeper than the JSON parser goes. None otherwise."""
+    cause = exc.__cause__
+    if exc.status_code != 400:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        byte = cause.object[cause.start : cause.start + 1].hex()
+        return {
+            "type": "text_invalid",
+            "loc": ("body", cause.start),
+            "msg": f"not valid {cause.encoding.upper()}",
+            "ctx": {"error": f"byte 0x{byte} at position {cause.start}"},
+        }
+    if isinstance(cause, RecursionError):
+        return {"type": "json_too_deep", "loc": ("body",), "msg": "JSON nested too deeply"}
+    return None
+
+
 def install(app: FastAPI, settings: Settings) -> None:
     redis_where = settings.redis_display
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        return refuse(request, [dict(e) for e in exc.errors()])
+
+    def refuse(request: Request, errors: list[dict[str, object]]) -> JSONResponse:
+        """422 naming every problem; 401 first when the token is missing or wrong (a body FastAPI could not
+        parse is refused before the token is looked at)."""
         why = unauthorized(request, settings) if request.url.path.startswith("/api/") else None
-        if why is not None:  # a body FastAPI could not parse is refused before the token is looked at
+        if why is not None:
             return JSONResponse({"detail": why}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
-        errors = [dict(e) for e in exc.errors()]
-        slim = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
+        slim = [{"loc": list(_loc(e)), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
         declared = request.headers.get("content-type", "").split(";")[0].strip().lower()
         json_body = declared == "application/json" or declared.endswith("+json")
         return JSONResponse({"detail": validation_message(errors, json_body), "errors": slim}, status_code=422)
@@ -90,8 +123,12 @@ def install(app: FastAPI, settings: Settings) -> None:
         )
 
     async def http_error(request: Request, exc: Exception) -> Response:
-        """A page that does not exist, asked for by a browser: the site's own 404 page; else JSON."""
+        """A page that does not exist, asked for by a browser: the site's own 404 page; a body FastAPI could
+        not decode: 422 saying why, like any malformed body; else JSON."""
         assert isinstance(exc, HTTPException)
+        problem = unparsable_body(exc)
+        if problem is not None:
+            return refuse(request, [problem])
         browser = "text/html" in request.headers.get("accept", "")
         if exc.status_code == 404 and browser and not request.url.path.startswith("/api/"):
             from .pages.routes import error_page

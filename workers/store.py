@@ -6,7 +6,7 @@ API imports it without importing the workers and the workers without importing t
 
 Keys (``P`` is ``DSCAN_KEY_PREFIX``)::
 
-    P:job:ID               hash    the job record (status, request, timings, progress, summary, error)
+    P:job:ID               hash    the job record (status, request, timings, progress, summary, error, linked files)
     P:job:ID:plan          string  the planned source and shard ids (JSON)
     P:job:ID:partials      hash    shard id -> Partial JSON ("plan" holds what planning found)
     P:job:ID:progress      hash    shard id -> items and bytes done by its current delivery
@@ -38,6 +38,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from scanner_service.linked_files import LinkedStates, unchanged
 from scanner_service.report import Summary
 
 from .settings import Settings
@@ -92,6 +93,13 @@ class Progress(BaseModel):
         return 0.0
 
 
+class Linked(BaseModel):
+    """The files outside the dataset's HDF5 files that the job reads data from (virtual dataset sources,
+    external raw data files, external link targets), with their state when its plan task looked."""
+
+    files: LinkedStates | None = Field(description="path -> size, mtime and inode; None: they cannot be told")
+
+
 class JobRecord(BaseModel):
     """A scan job as stored: what was asked, where it stands, what it found."""
 
@@ -109,6 +117,17 @@ class JobRecord(BaseModel):
     progress: Progress = Field(default_factory=Progress)
     summary: Summary | None = None
     error: str | None = None
+    linked: Linked | None = Field(None, description="None until the plan task has looked")
+
+    def reusable(self) -> bool:
+        """Whether a request on the same, unchanged dataset may get this job instead of a new scan: it did
+        not fail or get cancelled, and the files it reads data from outside the dataset are as it found them
+        (or it has not looked yet: then it reads them as they are now)."""
+        if self.status in (JobStatus.FAILED, JobStatus.CANCELLED):
+            return False
+        if self.linked is None:
+            return not self.status.ended  # a job ended without looking cannot vouch for them
+        return self.linked.files is not None and unchanged(self.linked.files)
 
     @property
     def duration_s(self) -> float | None:
@@ -128,6 +147,7 @@ class JobRecord(BaseModel):
             return float(value) if value else None
 
         summary = data.get("summary")
+        linked = data.get("linked")
         return cls(
             id=data["id"],
             status=JobStatus(data["status"]),
@@ -150,6 +170,7 @@ class JobRecord(BaseModel):
             ),
             summary=Summary.model_validate_json(summary) if summary else None,
             error=data.get("error") or None,
+            linked=Linked.model_validate_json(linked) if linked else None,
         )
 
 
@@ -275,14 +296,13 @@ class Store:
         return self.key("dedup", digest)
 
     def find_duplicate(self, digest: str) -> JobRecord | None:
-        """The job made for the same request, if it is still kept and did not fail or get cancelled."""
+        """The job made for the same request, if it is still kept and reusable (``JobRecord.reusable``: this
+        stats the files the job reads data from outside the dataset)."""
         job_id = self.redis.get(self.dedup_key(digest))
         if not job_id:
             return None
         job = self.get_job(str(job_id))
-        if job is None or job.status in (JobStatus.FAILED, JobStatus.CANCELLED):
-            return None
-        return job
+        return job if job is not None and job.reusable() else None
 
     def create_job(
         self,
@@ -421,6 +441,10 @@ class Store:
     def is_cancelled(self, job_id: str) -> bool:
         status = self.status(job_id)
         return status is None or status is JobStatus.CANCELLED
+
+    def record_linked(self, job_id: str, files: LinkedStates | None) -> None:
+        """Record the files outside the dataset that the job reads data from (None: they cannot be told)."""
+        self.set_fields(job_id, linked=Linked(files=files).model_dump_json())
 
     def set_fields(self, job_id: str, **fields: str | float | int) -> None:
         if fields:

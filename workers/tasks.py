@@ -23,6 +23,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -32,10 +33,11 @@ from celery.exceptions import SoftTimeLimitExceeded
 from scanner_service import engine
 from scanner_service.config import ScanConfig
 from scanner_service.errors import DscanError, ScanCancelled
+from scanner_service.linked_files import linked_files
 from scanner_service.partial import Partial, merge
 from scanner_service.render import render
 from scanner_service.report import build_report
-from scanner_service.sources.base import Shard, SourceInfo
+from scanner_service.sources.base import Plan, Shard, SourceInfo
 from scanner_service.text import dump_json
 
 from .app import app
@@ -127,6 +129,7 @@ def plan_scan(job_id: str) -> None:
         config = ScanConfig(**job.options)
         log.info("planning %s", job.target)
         try:
+            record_linked(st, job)
             planned = engine.plan(job.target, config)
         except DscanError as exc:
             end(st, job_id, JobStatus.FAILED, error=str(exc))
@@ -147,7 +150,17 @@ def plan_scan(job_id: str) -> None:
             end(st, job_id, JobStatus.FAILED, error=error)
 
 
-def dispatch(st: Store, job_id: str, planned: engine.Plan) -> None:
+def record_linked(st: Store, job: JobRecord) -> None:
+    """Record the files outside the dataset that the scan reads data from (virtual dataset sources, external
+    raw data files, external link targets), before anything is read: a request may reuse this job only while
+    they stay as found here (``JobRecord.reusable``)."""
+    files = linked_files(Path(job.target), ScanConfig(**job.options))
+    if files is None:
+        log.info("the files this dataset reads data from cannot be told: its report will not be reused")
+    patiently(lambda: st.record_linked(job.id, files))
+
+
+def dispatch(st: Store, job_id: str, planned: Plan) -> None:
     """Store the plan, then queue the chord of shard tasks (or the merge alone, for a plan without shards)."""
     source, shards = planned.source, planned.shards
     st.set_fields(job_id, kind=source.kind, planned=time.time())

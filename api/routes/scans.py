@@ -63,7 +63,8 @@ def create_scan(
     body: ScanRequest, request: Request, store: StoreDep, queue: QueueDep, settings: SettingsDep
 ) -> JSONResponse:
     """Queue a scan of a dataset under a data root. The same request on an unchanged dataset (options, files'
-    sizes and modification times) returns the existing job unless ``force`` is set."""
+    sizes and modification times, and those of the files HDF5 data lives in: virtual dataset sources,
+    external raw data, external link targets) returns the existing job unless ``force`` is set."""
     try:
         config = body.scan_config()
         checks.enabled_codes(config.select, config.ignore)

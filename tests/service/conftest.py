@@ -109,6 +109,30 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def write_vds(path: Path, source: Path, shape: tuple[int, ...] = (10, 4)) -> Path:
+    """A file whose dataset ``v`` is a virtual dataset over ``x`` of ``source`` (named relative to ``path``)."""
+    layout = h5py.VirtualLayout(shape=shape, dtype="f4")
+    layout[:] = h5py.VirtualSource(os.path.relpath(source, path.parent), "x", shape=shape)
+    with h5py.File(path, "w") as fh:
+        fh.create_virtual_dataset("v", layout, fillvalue=0)
+    return path
+
+
+def write_external(path: Path, raw: Path, rows: int = 10) -> Path:
+    """A file whose dataset ``e`` keeps its values in the raw file ``raw`` (external storage)."""
+    raw.write_bytes(np.arange(rows * 4, dtype="<f4").tobytes())
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("e", shape=(rows, 4), dtype="<f4", external=[(str(raw), 0, rows * 16)])
+    return path
+
+
+def write_external_link(path: Path, target: Path) -> Path:
+    with h5py.File(path, "w") as fh:
+        fh["x"] = np.ones((4, 2), np.float32)
+        fh["elsewhere"] = h5py.ExternalLink(target.name, "/x")
+    return path
+
+
 @dataclass
 class Service:
     """A running API plus worker nodes, all real processes, with their own key prefix."""

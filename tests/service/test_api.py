@@ -17,8 +17,20 @@ from PIL import Image
 
 from scanner_service.render import render
 from scanner_service.report import Report
+from tests.conftest import write_h5
 
-from .conftest import TOKEN, Service, cli_report, comparable, run_and_report, submit, wait_job
+from .conftest import (
+    TOKEN,
+    Service,
+    cli_report,
+    comparable,
+    run_and_report,
+    submit,
+    wait_job,
+    write_external,
+    write_external_link,
+    write_vds,
+)
 
 pytestmark = [pytest.mark.service]
 
@@ -177,6 +189,30 @@ def test_malformed_requests(service: Service) -> None:
         assert client.get("/api/v1/scans", params={"limit": 0}).status_code == 422
 
 
+DEEP = b"[" * 5000 + b"]" * 5000
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b'{"path": "a\xff.h5"}', "invalid request: body: not valid UTF-8 (byte 0xff at position 11)"),
+        (DEEP, "invalid request: body: JSON nested too deeply"),
+        (b'{"path": "small", "select": ' + DEEP + b"}", "invalid request: body: JSON nested too deeply"),
+    ],
+    ids=["not-utf8", "nested-5000-deep", "field-nested-5000-deep"],
+)
+def test_bodies_json_cannot_decode_are_422_saying_why(service: Service, body: bytes, detail: str) -> None:
+    """FastAPI answers these 400 "There was an error parsing the body"; like malformed JSON, they are 422
+    with what is wrong, and only once the token is good."""
+    json_type = {"content-type": "application/json"}
+    with service.client() as client:
+        r = client.post("/api/v1/scans", content=body, headers=json_type)
+    assert (r.status_code, r.json()["detail"]) == (422, detail), r.text
+    with service.client(token=None) as anonymous:
+        r = anonymous.post("/api/v1/scans", content=body, headers=json_type)
+    assert r.status_code == 401 and "missing API token" in r.json()["detail"]
+
+
 def test_options_beyond_any_dataset_and_tiny_shards_are_refused(service: Service) -> None:
     path = str(service.data_root / "small" / "s0.h5")
     with service.client() as client:
@@ -250,6 +286,41 @@ def test_a_list_is_a_new_request_when_a_file_it_names_changes(service: Service) 
         os.utime(folder / "elsewhere" / "a.h5", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
         again = submit(client, listing)
         assert again["id"] != first["id"] and not again["deduplicated"]
+
+
+def test_a_dataset_is_a_new_request_when_a_file_its_data_lives_in_changes(service: Service) -> None:
+    """A virtual dataset's source file, an external raw data file and an external link's target lie beside
+    the submitted file, which stays untouched when they change: the old report must not be handed out."""
+    folder = service.data_root / f"dedup-linked-{os.getpid()}-{time.monotonic_ns()}"
+    folder.mkdir()
+    src = folder / "src.h5"
+    write_h5(src, {"x": np.arange(40, dtype=np.float32).reshape(10, 4)})
+    files = {
+        "vds": write_vds(folder / "vds.h5", src),
+        "ext": write_external(folder / "ext.h5", folder / "ext.bin"),
+        "link": write_external_link(folder / "link.h5", src),
+    }
+    with service.client() as client:
+        first = {name: submit(client, path) for name, path in files.items()}
+        for name, path in files.items():
+            assert wait_job(client, first[name]["id"])["summary"]["errors"] == 0
+            again = client.post("/api/v1/scans", json={"path": str(path)}).json()
+            assert again["deduplicated"] and again["id"] == first[name]["id"], name  # unchanged: reused
+        nan = np.arange(40, dtype=np.float32).reshape(10, 4)
+        nan[3, 1] = np.nan
+        write_h5(src, {"x": nan})
+        with (folder / "ext.bin").open("r+b") as raw:
+            raw.seek(13 * 4)
+            raw.write(np.float32(np.nan).tobytes())
+        for name, path in files.items():
+            changed = submit(client, path)
+            assert not changed["deduplicated"] and changed["id"] != first[name]["id"], name
+            state = wait_job(client, changed["id"])
+            assert state["status"] == "succeeded", state
+            if name != "link":  # an external link is not followed: named in the report, its target not read
+                assert state["summary"]["errors"] == 1, (name, state["summary"])
+            reused = client.post("/api/v1/scans", json={"path": str(path)}).json()
+            assert reused["deduplicated"] and reused["id"] == changed["id"], name
 
 
 def test_a_path_that_holds_no_dataset_is_refused_at_once(service: Service) -> None:

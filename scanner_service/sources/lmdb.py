@@ -298,7 +298,7 @@ def _labelled(sample: list[bytes]) -> bool:
 
     for value in sample:
         with contextlib.suppress(MsgpackError):
-            if is_number(read_record(value)[1]):
+            if is_number(read_record(value).label):
                 return True
     return False
 

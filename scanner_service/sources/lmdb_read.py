@@ -1199,48 +1199,72 @@ def _match_floats(
     return ok, labels, starts
 
 
-class _MsgpackReader(_Reader):
-    """msgpack records holding an encoded image and a label (``records/msgpacked.py``): the image is judged by
-    the image checks, the labels go to the label checks."""
+class _MsgpackReader(_NumericReader):
+    """msgpack records (``records/msgpacked.py``): an encoded image is judged by the image checks; an array
+    (msgpack-numpy's encoding, or bare pixels with their shape) goes, batched by dtype and shape, to the numeric
+    checks; the labels go to the label checks."""
 
     def loop(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
-        from ..records.msgpacked import MsgpackError, is_number, read_record
+        from ..records.msgpacked import MsgpackError, read_record
 
+        since = self.start
         for pos, value in it:
             key = self.key(pos)
             try:
-                image, label = read_record(value)
+                record = read_record(value)
             except MsgpackError as exc:
                 self.labels.append(NO_LABEL)
                 yield self.bad_value(pos, key, value, str(exc))
                 continue
-            if image is None:
+            if record.image is None and record.array is None:
                 self.labels.append(NO_LABEL)
-                yield self.bad_value(pos, key, value, "a msgpack record without an encoded image")
+                yield self.bad_value(pos, key, value, "a msgpack record without an encoded image or an array")
                 continue
-            if label is not None and not is_number(label):
-                name = label.decode("utf-8", "replace") if isinstance(label, bytes) else label
-                detail = f"records whose label is no number (such as {name!r}): left out of the label checks"
-                yield Note(info={"lmdb.labels": detail})
-                label = None
-            if isinstance(label, float):  # 3.0 is class 3; 2.5 or NaN is no class id
-                if label.is_integer():
-                    label = int(label)
-                else:
-                    yield ReadFailure("L002", self.location(pos, key, f"label {label!r} is not a class id"), items=0)
-                    label = None
-            if label is not None and not -(1 << 63) <= label < 1 << 63:  # beyond any class id (a uint64 sentinel)
-                yield ReadFailure(
-                    "L002", self.location(pos, key, f"label {label} is beyond the signed 64-bit range"), items=0
-                )
-                label = None
+            label = yield from self._label(pos, key, record.label)
             self.labels.append(label if label is not None else NO_LABEL)
-            self.accounted += 1
-            yield EncodedImage(data=image, location=self.location(pos, key), label=label, nbytes=len(value))
-            if len(self.labels) >= BLOCK_RECORDS:
-                yield from self._label_blocks()
+            if record.image is not None:
+                self.accounted += 1  # an item of its own
+                yield EncodedImage(data=record.image, location=self.location(pos, key), label=label, nbytes=len(value))
+            elif record.array is not None:  # counted by the record tally, as .npy records are
+                self.nbytes += len(value)
+                array = record.array
+                self.count_shape("x".join(map(str, array.shape)), pos, key)
+                if array.dtype.kind in "biufc":
+                    batch = self.batch(*_as_real(array.dtype, array.shape))
+                    batch.add(pos, np.ascontiguousarray(array).tobytes())
+                    if batch.full:
+                        self.mark(pos)
+                        yield from self.flush(pos + 1)
+                        since = pos + 1
+                        continue
+            if len(self.labels) >= BLOCK_RECORDS or pos + 1 - since >= BLOCK_RECORDS:
+                self.mark(pos)
+                yield from self.flush(pos + 1)
+                since = pos + 1
+
+    def _label(self, pos: int, key: Any, label: Any) -> Generator[Any, None, int | None]:
+        """The class id a stored label is (None: none), reporting a label that is no class id."""
+        from ..records.msgpacked import is_number
+
+        if label is not None and not is_number(label):
+            name = label.decode("utf-8", "replace") if isinstance(label, bytes) else label
+            detail = f"records whose label is no number (such as {name!r}): left out of the label checks"
+            yield Note(info={"lmdb.labels": detail})
+            return None
+        if isinstance(label, float):  # 3.0 is class 3; 2.5 or NaN is no class id
+            if label.is_integer():
+                return int(label)
+            yield ReadFailure("L002", self.location(pos, key, f"label {label!r} is not a class id"), items=0)
+            return None
+        if label is not None and not -(1 << 63) <= label < 1 << 63:  # beyond any class id (a uint64 sentinel)
+            yield ReadFailure(
+                "L002", self.location(pos, key, f"label {label} is beyond the signed 64-bit range"), items=0
+            )
+            return None
+        return label if label is None else int(label)
 
     def blocks(self, end: int) -> Iterator[Any]:
+        yield from super().blocks(end)
         yield from self._label_blocks()
 
 

@@ -316,6 +316,52 @@ def test_msgpack_records_are_decoded_and_their_images_and_labels_checked(make_en
     assert parse_decoder("msgpack").name == "msgpack"
 
 
+def _msgpack_numpy(obj: object) -> object:
+    """msgpack-numpy's encoding (``msgpack_numpy.encode``): arrays and numpy scalars as maps, written here."""
+    if isinstance(obj, np.ndarray):
+        return {b"nd": True, b"type": obj.dtype.str, b"kind": b"", b"shape": obj.shape, b"data": obj.tobytes()}
+    if isinstance(obj, np.generic):
+        return {b"nd": False, b"type": obj.dtype.str, b"data": obj.tobytes()}
+    return obj
+
+
+def test_msgpack_numpy_arrays_and_scalars_are_data(make_env: EnvMaker, rng: np.random.Generator) -> None:
+    """tensorpack's and ``msgpack_numpy.patch()``'s records: arrays go to the numeric checks, numpy scalar
+    labels to the label checks, bare pixel bytes with their shape are pixels. A healthy database passes (every
+    record was a not-an-image error), and NaN or a bad label is found at its key (they passed unseen)."""
+    import msgpack
+
+    def pack(value: object) -> bytes:
+        return bytes(msgpack.packb(value, default=_msgpack_numpy, use_bin_type=True))
+
+    images = [
+        (key(i), pack({"image": rng.integers(0, 256, (8, 8, 3), np.uint8), "label": np.int64(i % 3)}))
+        for i in range(30)
+    ]
+    assert codes(run_scan(make_env(images, name="images"), num_classes=3)) == set()
+    images[7] = (key(7), pack({"image": rng.integers(0, 256, (8, 8, 3), np.uint8), "label": np.int64(9)}))
+    assert keys_of(run_scan(make_env(images, name="bad_label"), num_classes=3), "L002") == [key(7)]
+
+    features = [(key(i), pack([rng.normal(size=(3, 4, 4)).astype(np.float32), i % 3])) for i in range(30)]
+    nan = np.ones((3, 4, 4), np.float32)
+    nan[1, 2, 3] = np.nan
+    features[9] = (key(9), pack([nan, 0]))
+    features.append(("__keys__", pack([k for k, _ in features])))
+    report = run_scan(make_env(features, name="features"))
+    assert report.info["lmdb.decoder"].startswith("msgpack")
+    assert keys_of(report, "V001") == [key(9)] and codes(report) == {"V001"}
+    assert [(s.dataset, s.shape) for s in report.statistics] == [("msgpack", [30, 3, 4, 4])]
+
+    pixels = [
+        (
+            key(i),
+            pack({"image": rng.integers(0, 256, (8, 8, 3), np.uint8).tobytes(), "shape": [8, 8, 3], "label": i % 2}),
+        )
+        for i in range(30)
+    ]
+    assert codes(run_scan(make_env(pixels, name="pixels"))) == set()
+
+
 def test_complex_npy_values_are_checked_part_by_part(make_env: EnvMaker, rng: np.random.Generator) -> None:
     """complex64/complex128 arrays (spectra, MRI k-space): NaN and Inf in the real or imaginary part are found
     (they passed without a word)."""

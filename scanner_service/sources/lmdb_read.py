@@ -958,13 +958,15 @@ class _NumericReader(_Reader):
 
     def __init__(self, source: LmdbSource, env: Any, spec: dict[str, Any], decoder: Decoder) -> None:
         super().__init__(source, env, spec, decoder)
-        self.batches: dict[tuple[str, tuple[int, ...]], _Batch] = {}
+        self.batches: dict[tuple[str, tuple[int, ...], str | None], _Batch] = {}
 
-    def batch(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> _Batch:
-        key = (dtype.str, shape)
+    def batch(self, dtype: np.dtype[Any], shape: tuple[int, ...], field: str | None = None) -> _Batch:
+        """The batch of one dtype and shape (of one field of structured values: ``npy['x']``)."""
+        key = (dtype.str, shape, field)
         found = self.batches.get(key)
         if found is None:
-            found = self.batches[key] = _Batch(self, self.decoder.name, dtype, shape)
+            name = self.decoder.name if field is None else f"{self.decoder.name}[{field!r}]"
+            found = self.batches[key] = _Batch(self, name, dtype, shape)
         return found
 
     def blocks(self, end: int) -> Iterator[Any]:
@@ -1009,6 +1011,21 @@ class _NumericReader(_Reader):
                 yield from self.flush(pos + 1)
                 since = pos + 1
 
+    def _fields(self, pos: int, array: np.ndarray[Any, Any]) -> Iterator[Any]:
+        """Structured values (a record array): each numeric field, a column of its own (as HDF5 compound
+        columns are); fields of other kinds are named as not scanned."""
+        skipped = [name for name in array.dtype.names or () if array.dtype.fields[name][0].base.kind not in "biufc"]
+        if skipped:
+            yield Note(
+                info={
+                    "lmdb.not_scanned": f"fields of structured .npy values that hold no numbers: {', '.join(skipped)}"
+                }
+            )
+        for name, _spec in _numeric_fields(array.dtype):
+            column = np.ascontiguousarray(array[name])
+            batch = self.batch(*_as_real(column.dtype, column.shape), field=name)
+            batch.add(pos, column.tobytes())
+
     def _npy(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
         from ..records import npy
 
@@ -1044,10 +1061,25 @@ class _NumericReader(_Reader):
                     yield from self.flush(pos + 1)
                     since = pos + 1
                     continue
+            elif header.dtype.fields and header.nbytes:
+                yield from self._fields(pos, npy.as_array(value, header))
+                if any(b.full for b in self.batches.values()):
+                    self.mark(pos)
+                    yield from self.flush(pos + 1)
+                    since = pos + 1
+                    continue
             if pos + 1 - since >= BLOCK_RECORDS:
                 self.mark(pos)
                 yield from self.flush(pos + 1)
                 since = pos + 1
+
+
+def _numeric_fields(dtype: np.dtype[Any]) -> Iterator[tuple[str, np.dtype[Any]]]:
+    """The fields of a structured dtype whose values are numbers (a field may hold a sub-array)."""
+    for name, spec in (dtype.fields or {}).items():
+        base = spec[0].base
+        if base.kind in "biufc":
+            yield name, spec[0]
 
 
 def _as_real(dtype: np.dtype[Any], shape: tuple[int, ...]) -> tuple[np.dtype[Any], tuple[int, ...]]:

@@ -362,6 +362,26 @@ def test_msgpack_numpy_arrays_and_scalars_are_data(make_env: EnvMaker, rng: np.r
     assert codes(run_scan(make_env(pixels, name="pixels"))) == set()
 
 
+def test_structured_npy_values_are_checked_field_by_field(make_env: EnvMaker, rng: np.random.Generator) -> None:
+    """Record arrays (``np.save`` of a structured dtype): each numeric field is a column of its own, as HDF5
+    compound columns are (NaN and Inf in them passed unseen); a text field is named as not scanned."""
+    kind = np.dtype([("x", "<f4"), ("y", "<f8", (2,)), ("name", "S4")])
+    records = []
+    for i in range(30):
+        value = np.zeros(5, kind)
+        value["x"] = rng.normal(size=5)
+        value["y"] = rng.normal(size=(5, 2))
+        if i == 6:
+            value["x"][3] = np.nan
+        if i == 9:
+            value["y"][1, 1] = np.inf
+        records.append((key(i), npy(value)))
+    report = run_scan(make_env(records))
+    assert keys_of(report, "V001") == [key(6)] and keys_of(report, "V002") == [key(9)]
+    assert {s.dataset for s in report.statistics} == {"npy['x']", "npy['y']"}
+    assert "name" in report.info["lmdb.not_scanned"]
+
+
 def test_complex_npy_values_are_checked_part_by_part(make_env: EnvMaker, rng: np.random.Generator) -> None:
     """complex64/complex128 arrays (spectra, MRI k-space): NaN and Inf in the real or imaginary part are found
     (they passed without a word)."""

@@ -18,6 +18,7 @@ locations a finding needs are looked up afterwards by position.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,13 @@ class LmdbSource(Source):
             return Plan(source=info, shards=[], partial=partial)
         chosen = self.decoder()
         size = self.data_file.stat().st_size
+        if not os.access(self.data_file, os.R_OK):  # (LMDB's own error says "read-only", and calls it damage)
+            partial.add("S001", Location(path=rel, detail="permission denied: the data file cannot be read"))
+            return Plan(
+                source=SourceInfo(kind=self.kind, path=str(self.path), root=str(self.root), files=1),
+                shards=[],
+                partial=partial,
+            )
         info = SourceInfo(kind=self.kind, path=str(self.path), root=str(self.root), files=1, bytes=size)
         if size == 0:
             partial.add("R004", Location(path=rel, detail=f"{rel} is empty (0 bytes): no LMDB environment"))

@@ -70,8 +70,14 @@ def detect_kind(path: Path, outside: Outside | None = None) -> str:
 
 
 def _empty(path: Path) -> str:
-    """Why nothing was recognised, when it is emptiness: an empty file, a folder with no file below it."""
+    """Why nothing was recognised, when it is emptiness (an empty file, a folder with no file below it) or a
+    folder of datasets (LMDB environments side by side: one of them is the path to scan)."""
     try:
+        if path.is_dir():
+            inside = sorted(p.name for p in path.iterdir() if p.is_dir() and is_lmdb_source(p))
+            if inside:
+                shown = ", ".join(inside[:5]) + (f" and {len(inside) - 5} more" if len(inside) > 5 else "")
+                return f": it holds LMDB environments ({shown}); scan each of them"
         if path.is_file():
             return ": the file is empty" if path.stat().st_size == 0 else ""
         if path.is_dir() and not any(files for _, _, files in os.walk(path)):

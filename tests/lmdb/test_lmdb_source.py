@@ -14,6 +14,7 @@ import lmdb
 import pytest
 
 from scanner_service import ScanConfig, plan
+from scanner_service.errors import UnsupportedSource
 from scanner_service.sources import detect_kind
 from scanner_service.sources.lmdb import LmdbSource, key_text
 from tests.conftest import write_h5
@@ -119,6 +120,11 @@ def test_detection(tmp_path: Path) -> None:
     single = write_env(tmp_path / "train.lmdb", [(key(0), datum())], subdir=False)
     assert detect_kind(single) == "lmdb"  # any name: LMDB's meta page magic
     assert not LmdbSource.detect(tmp_path / "mixed" / "extra.h5")
+    # a folder of environments side by side is none: the error names them
+    for name in ("train_lmdb", "val_lmdb"):
+        write_env(tmp_path / "both" / name, [(key(0), datum())])
+    with pytest.raises(UnsupportedSource, match=r"it holds LMDB environments \(train_lmdb, val_lmdb\); scan each"):
+        detect_kind(tmp_path / "both")
 
 
 def test_shards_are_key_ranges_balanced_by_count(make_env: EnvMaker) -> None:

@@ -1,5 +1,7 @@
 """V005 constant-sample: samples of two or more dimensions whose every value is the same.
 
+Dimensions of size 1 do not count: a Caffe Datum of K×1×1 (a label or feature vector) is a vector.
+
 Only samples that are arrays of their own (N×H×W, N×C×H×W, N×T×F ...): a row of a feature table may well be all
 zeros. Targets are left alone: a segmentation mask or a label map that is all background is ordinary, so datasets
 named like them (``mask``, ``seg``, ``label``, ``target``, ``gt``, ``annotation`` in the name) are not tested.
@@ -50,8 +52,8 @@ TARGETS = re.compile(r"mask|seg|label|target|annot|(^|[^a-z])gt([^a-z]|$)", re.I
 
 def on_numeric(block: NumericBlock, summary: BlockSummary, ctx: ScanContext) -> None:
     data = block.data
-    if data.ndim < 3 or data.shape[0] == 0 or not ctx.wants(CHECK.code):
-        return
+    if sum(n > 1 for n in data.shape[1:]) < 2 or data.shape[0] == 0 or not ctx.wants(CHECK.code):
+        return  # a sample of fewer than two real dimensions: a vector (a Caffe K×1×1 Datum too), not an array
     if tuple(data.shape[1:]) != tuple(block.meta.shape[1:]):  # part of each sample (a chunk of some channels)
         return
     if TARGETS.search(block.meta.dataset.rsplit("/", 1)[-1]):

@@ -768,6 +768,8 @@ class _DatumReader(_Reader):
     def _blank(self, pos: int, key: Any, pixels: Any, shape: tuple[int, ...]) -> ReadFailure | None:
         """constant-sample when every pixel of a raw Datum is the same (what the float path's checks find in
         float_data): a blank image that per-image normalisation divides by 0."""
+        if sum(n > 1 for n in shape) < 2:  # a K×1×1 Datum is a vector (labels, features), not an image
+            return None
         data = np.frombuffer(pixels, np.uint8) if not isinstance(pixels, np.ndarray) else pixels
         if not data.size or not bool((data == data[0]).all()):
             return None

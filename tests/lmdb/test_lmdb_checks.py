@@ -120,3 +120,16 @@ def test_findings_do_not_depend_on_shards_or_workers(make_env: EnvMaker, workers
         assert finding(report, code).count == finding(reference, code).count
     assert report.labels[0].total == reference.labels[0].total == 1499
     assert report.statistics[0].count == reference.statistics[0].count
+
+
+def test_vectors_stored_as_k_by_1_by_1_datums_are_no_constant_samples(make_env: EnvMaker) -> None:
+    """Multi-label and feature LMDBs store vectors as K×1×1 Datums: an all-zero label vector is no blank image
+    (it was a constant-sample warning per record), raw or float; a blank 1×4×4 image still is one."""
+    vectors = [(key(i), datum(shape=(5, 1, 1), data=bytes([i % 2] * 5), label=None)) for i in range(30)]
+    assert "V005" not in codes(run_scan(make_env(vectors, name="raw_vectors")))
+    floats = [(key(i), datum(shape=(5, 1, 1), floats=np.full(5, float(i % 2)), label=None)) for i in range(30)]
+    assert "V005" not in codes(run_scan(make_env(floats, name="float_vectors")))
+    images = [(key(i), datum(shape=(1, 4, 4), seed=i)) for i in range(30)]
+    images[3] = (key(3), datum(shape=(1, 4, 4), data=bytes(16)))
+    blank = finding(run_scan(make_env(images, name="images")), "V005")
+    assert blank is not None and [loc.key for loc in blank.locations] == [key(3)]

@@ -38,6 +38,7 @@ def scan(
     started = time.perf_counter()
     planned = plan(path, config, kind)
     source = planned.source
+    target = os.fspath(Path(path).absolute())  # (``source.path`` is for showing: a name that is no UTF-8 is escaped)
     n = default_workers() if workers is None else workers
     partials: list[Partial] = [planned.partial]
     advance = progress.advance if progress else None
@@ -45,12 +46,12 @@ def scan(
     if n > 0 and planned.shards:
         from .pool import ShardPool
 
-        pool = ShardPool(source.kind, source.path, config, min(n, len(planned.shards)))
+        pool = ShardPool(source.kind, target, config, min(n, len(planned.shards)))
         pool.start()
     if progress:
         progress.start(source.items, source.bytes, len(planned.shards))
     done = (
-        (scan_shard(source.kind, source.path, shard, config, progress=advance) for shard in planned.shards)
+        (scan_shard(source.kind, target, shard, config, progress=advance) for shard in planned.shards)
         if pool is None
         else pool.run(planned.shards, advance)
     )

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import h5py
@@ -52,6 +53,26 @@ def test_file_names_that_are_not_utf8_reach_json_readably(tmp_path: Path) -> Non
     assert status == 1
     inf = next(f for f in report["findings"] if f["code"] == "V002")  # type: ignore[union-attr]
     assert inf["locations"][0]["path"] == "caf\\xe9.h5"
+
+
+@pytest.mark.parametrize("folder", [b"caf\xe9", b"tab\tdir", b"new\nline"], ids=["latin-1", "tab", "newline"])
+def test_a_dataset_path_that_is_no_printable_utf8_is_scanned(tmp_path: Path, folder: bytes) -> None:
+    """The report spells such a path out (``caf\\xe9``), but the shards open the real one (they were sent the
+    spelled-out text: "does not exist", exit 2, on a good dataset)."""
+    data = np.arange(10, dtype=np.float32).reshape(5, 2)
+    data[3, 0] = np.nan
+    path = tmp_path / os.fsdecode(folder) / "ok.h5"
+    path.parent.mkdir()
+    write_h5(path, {"x": data})
+    status, report = cli_json(path)
+    assert status == 1
+    assert [loc["index"] for loc in finding_of(report, "V001")["locations"]] == [3]
+
+
+def finding_of(report: dict[str, object], code: str) -> dict[str, Any]:
+    found = next(f for f in report["findings"] if f["code"] == code)  # type: ignore[attr-defined]
+    assert isinstance(found, dict)
+    return found
 
 
 def test_control_characters_in_names_are_spelled_out_in_every_format(tmp_path: Path) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,3 +65,41 @@ def h5(tmp_path: Path) -> Callable[..., Path]:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+def as_nobody(work: Callable[[], object]) -> object:
+    """``work()`` in a forked child that runs as user nobody when this process is root (root reads every file,
+    whatever its mode); its result, or the text of what it raised."""
+    import pickle
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        os.close(read)
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+            try:
+                result: object = work()
+            except Exception as exc:
+                result = f"{type(exc).__name__}: {exc}"
+            os.write(write, pickle.dumps(result))
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        data = fh.read()
+    os.waitpid(pid, 0)
+    return pickle.loads(data)
+
+
+def let_nobody_in(folder: Path) -> None:
+    """Let other users through ``folder`` and the folders above it up to the system's temporary folder (pytest
+    makes its own private to their owner), for :func:`as_nobody`."""
+    folder.chmod(folder.stat().st_mode | 0o755)
+    for above in folder.parents:
+        if above == Path(tempfile.gettempdir()):
+            break
+        above.chmod(above.stat().st_mode | 0o111)

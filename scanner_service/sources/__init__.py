@@ -59,7 +59,7 @@ def detect_kind(path: Path, outside: Outside | None = None) -> str:
     """The format of the dataset at ``path``; raises SourceNotFound or UnsupportedSource."""
     if not path.exists():
         raise SourceNotFound(f"{path} does not exist", str(path))
-    if not os.access(path, os.R_OK):
+    if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):  # (a folder: listed and entered)
         raise UnsupportedSource(f"{path} cannot be read: permission denied", str(path))
     for kind, accepts in DETECTION:
         if accepts(path, outside):

@@ -41,7 +41,7 @@ from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source
-from .walk import LINK_OUT, Outside
+from .walk import LINK_OUT, UNLISTABLE, Outside
 
 ZLIB_ERROR: type[Exception] = deflate.DeflateError
 """What libdeflate raises for damaged data (a bad stream, a wrong Adler-32, more data than the chunk holds)."""
@@ -383,6 +383,8 @@ class Hdf5Source(Source):
         contents = folder_contents(self.path, self.fenced)  # folder links followed, as for images
         for link in contents.links_out:
             partial.add("S001", Location(path=self.relative(Path(link)), detail=LINK_OUT))
+        for folder in contents.unlistable:
+            partial.add("S001", Location(path=self.relative(Path(folder)), detail=UNLISTABLE))
         images = len(contents.images)
         if images:
             partial.info["hdf5.images_not_scanned"] = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .walk import Outside, files_below
@@ -55,6 +55,8 @@ class FolderContents:
     images: list[str]
     links_out: list[str]
     """Links a confined scan does not follow (they resolve outside its roots)."""
+    unlistable: list[str] = field(default_factory=list)
+    """Folders below it that cannot be listed."""
 
     @property
     def hdf5(self) -> list[str]:
@@ -66,7 +68,7 @@ def folder_contents(folder: Path, outside: Outside | None = None) -> FolderConte
     from ..imaging.sniff import IMAGE_EXTENSIONS
 
     contents = FolderContents([], [], [], [])
-    for path in files_below(folder, outside, contents.links_out):
+    for path in files_below(folder, outside, contents.links_out, contents.unlistable):
         suffix = os.path.splitext(path)[1].lower()
         if suffix in IMAGE_EXTENSIONS:
             contents.images.append(path)

@@ -40,7 +40,7 @@ from ..location import Location
 from ..partial import LabelTally, Partial
 from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
-from .walk import LINK_OUT, Outside, link_out
+from .walk import LINK_OUT, UNLISTABLE, Outside, link_out
 
 TARGET_SHARDS = 32
 """Aim for at least this many shards, so that workers stay busy to the end."""
@@ -306,6 +306,7 @@ def walk_files(
     probe: Probe = starts_like_image,
     outside: Outside | None = None,
     links_out: list[str] | None = None,
+    unlistable: list[str] | None = None,
 ) -> list[tuple[str, int]]:
     """(path relative to ``root``, size) of the files below ``folder``, in ImageFolder order (sorted
     folders, sorted names within each), skipping non-data. Size -1: the file cannot be stat'ed. Links that
@@ -329,6 +330,8 @@ def walk_files(
             with os.scandir(current) as it:
                 entries = list(it)
         except OSError:
+            if unlistable is not None and os.path.lexists(current):  # (gone since it was listed: nothing to read)
+                unlistable.append(current[prefix:].replace(os.sep, "/") or ".")
             continue
         found: list[tuple[str, int]] = []
         for entry in entries:
@@ -425,8 +428,9 @@ class ImageFolderSource(ImageFilesSource):
         root = os.fspath(self.path)
         out: list[Entry] = []
         links_out: list[str] = []
+        unlistable: list[str] = []
         if classes is None:
-            found = walk_files(root, root, skipped, self.probe, self.fenced, links_out)
+            found = walk_files(root, root, skipped, self.probe, self.fenced, links_out, unlistable)
             out = [Entry(rel, size) for rel, size in found]
             partial.info["images.layout"] = "flat folder (no class sub-folders: no labels)"
         else:
@@ -437,7 +441,9 @@ class ImageFolderSource(ImageFilesSource):
                 if link_out(os.path.join(root, name), self.fenced):  # a class all the same (the numbering)
                     links_out.append(name)
                     continue
-                found = walk_files(os.path.join(root, name), root, skipped, self.probe, self.fenced, links_out)
+                found = walk_files(
+                    os.path.join(root, name), root, skipped, self.probe, self.fenced, links_out, unlistable
+                )
                 out += [Entry(rel, size, None, label) for rel, size in found]
             partial.info["images.layout"] = f"ImageFolder: {len(classes)} class folders"
         if skipped:
@@ -445,6 +451,8 @@ class ImageFolderSource(ImageFilesSource):
             partial.info["images.skipped"] = f"{sum(skipped.values())} files not scanned as images: {listed}"
         for link in links_out:
             partial.add("S001", Location(path=link, detail=LINK_OUT))
+        for folder in unlistable:
+            partial.add("S001", Location(path=folder, detail=UNLISTABLE))
         for e in out:
             if e.size < 0:
                 partial.add("S001", Location(path=e.path, detail="cannot be opened (a broken link?)"))

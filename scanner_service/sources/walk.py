@@ -39,13 +39,26 @@ def link_out(path: str, outside: Outside | None) -> bool:
     return outside is not None and os.path.islink(path) and outside(path)
 
 
+UNLISTABLE = "a folder that cannot be listed (permission denied?): the files in it were not scanned"
+"""The finding's detail for a folder below the dataset that the scan cannot enter (unreadable-file)."""
+
+
 def files_below(
-    folder: Path | str, outside: Outside | None = None, links_out: list[str] | None = None
+    folder: Path | str,
+    outside: Outside | None = None,
+    links_out: list[str] | None = None,
+    unlistable: list[str] | None = None,
 ) -> Iterator[str]:
     """The paths of the files below ``folder``, folders and names sorted. With ``outside``, links that leave
-    the roots are not followed; their paths go to ``links_out``."""
+    the roots are not followed; their paths go to ``links_out``. Folders that cannot be listed go to
+    ``unlistable`` (a dataset must not pass with part of it unread)."""
     seen: set[tuple[int, int]] = set()
-    for root, dirs, names in os.walk(folder, followlinks=True):
+
+    def unlisted(error: OSError) -> None:
+        if unlistable is not None and error.filename is not None:
+            unlistable.append(os.fsdecode(error.filename))
+
+    for root, dirs, names in os.walk(folder, followlinks=True, onerror=unlisted):
         try:
             st = os.stat(root)
         except OSError:

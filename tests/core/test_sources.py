@@ -125,3 +125,23 @@ def test_hdf5_files_behind_a_folder_link_are_scanned(tmp_path: Path, rng: np.ran
     report = run_scan(dataset)
     assert report.source.files == 1
     assert [(loc.path, loc.index) for loc in finding(report, "V001").locations] == [("shards/train.h5", 7)]
+
+
+def test_an_hdf5_folder_with_a_folder_the_scan_cannot_list_does_not_pass(tmp_path: Path) -> None:
+    """A sub-folder the user cannot list may hold the NaN: it is unreadable-file, not skipped (exit 0 before)."""
+    from scanner_service import plan
+    from tests.conftest import as_nobody, let_nobody_in
+
+    write_h5(tmp_path / "ds" / "a.h5", {"x": np.zeros((4, 2), np.float32)})
+    write_h5(tmp_path / "ds" / "locked" / "b.h5", {"x": np.full((4, 2), np.nan, np.float32)})
+    let_nobody_in(tmp_path / "ds")
+    (tmp_path / "ds").chmod(0o755)
+    (tmp_path / "ds" / "locked").chmod(0)
+
+    def unreadable() -> object:
+        planned = plan(tmp_path / "ds", ScanConfig())
+        return [(loc.path, loc.detail) for loc in planned.partial.findings["S001"].locations]
+
+    assert as_nobody(unreadable) == [
+        ("locked", "a folder that cannot be listed (permission denied?): the files in it were not scanned")
+    ]

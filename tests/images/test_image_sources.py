@@ -392,3 +392,29 @@ def test_a_tab_list_with_one_bad_line_and_a_csv_whose_image_column_holds_ids(
     write("meta.csv", b"image,image_path,label\n0,my dir/0.png,0\n1,my dir/1.png,1\n")
     report = scan_dir(tmp_path / "meta.csv")
     assert "S004" not in codes(report) and report.summary.items_scanned == 2
+
+
+def test_a_folder_the_scan_cannot_list_is_unreadable_not_skipped(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """A class folder, or a folder inside one, that the user cannot list: the dataset must not pass with part
+    of it unread (it was skipped without a word, exit 0)."""
+    from scanner_service import ScanConfig, plan
+    from tests.conftest import as_nobody, let_nobody_in
+
+    write("data/cat/a.jpg", jpeg(rng))
+    write("data/cat/locked/b.jpg", jpeg(rng))
+    write("data/dog/c.jpg", jpeg(rng))
+    write("data/owl/d.jpg", jpeg(rng))
+    let_nobody_in(tmp_path / "data")
+    for folder in ("data", "data/cat", "data/dog"):
+        (tmp_path / folder).chmod(0o755)
+    (tmp_path / "data/cat/locked").chmod(0)
+    (tmp_path / "data/owl").chmod(0)
+
+    def unreadable() -> object:
+        planned = plan(tmp_path / "data", ScanConfig())
+        return [(loc.path, loc.detail) for loc in planned.partial.findings["S001"].locations]
+
+    detail = "a folder that cannot be listed (permission denied?): the files in it were not scanned"
+    assert as_nobody(unreadable) == [("cat/locked", detail), ("owl", detail)]

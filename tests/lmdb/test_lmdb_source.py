@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from scanner_service import ScanConfig, plan
 from scanner_service.errors import UnsupportedSource
 from scanner_service.sources import detect_kind
 from scanner_service.sources.lmdb import LmdbSource, key_text
-from tests.conftest import write_h5
+from tests.conftest import as_nobody, let_nobody_in, write_h5
 from tests.lmdb.conftest import datum, key, tree_state, write_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,34 +60,6 @@ def test_scan_leaves_the_environment_byte_for_byte_unchanged(tmp_path: Path, sub
     assert sorted(p.name for p in folder.rglob("*")) == sorted([name] if not subdir else ["env", "data.mdb"])
 
 
-def _as_nobody(work: Callable[[], object]) -> object:
-    """``work()`` in a forked child that runs as user nobody when this process is root (root reads every file,
-    whatever its mode); its result, or the text of what it raised."""
-    import pickle
-
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (the child)
-        os.close(read)
-        try:
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setresgid(65534, 65534, 65534)
-                os.setresuid(65534, 65534, 65534)
-            try:
-                result: object = work()
-            except Exception as exc:
-                result = f"{type(exc).__name__}: {exc}"
-            os.write(write, pickle.dumps(result))
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as fh:
-        data = fh.read()
-    os.waitpid(pid, 0)
-    return pickle.loads(data)
-
-
 def test_a_data_file_the_user_cannot_read_is_said_so(tmp_path: Path) -> None:
     """Permission denied is no damage: an unreadable data.mdb is unreadable-file saying so (LMDB's own error,
     "ReadonlyError", was reported as lmdb-corrupt), and an unreadable LMDB data file given as the path is an
@@ -97,19 +68,15 @@ def test_a_data_file_the_user_cannot_read_is_said_so(tmp_path: Path) -> None:
     single = write_env(tmp_path / "single.mdb", [(key(0), datum(label=0, seed=0))], subdir=False)
     (folder / "data.mdb").chmod(0)
     single.chmod(0)
-    tmp_path.chmod(0o755)
     folder.chmod(0o755)
-    for above in tmp_path.parents:  # pytest's own folders are private to their owner: let nobody through
-        if above == Path(tempfile.gettempdir()):
-            break
-        above.chmod(above.stat().st_mode | 0o111)
+    let_nobody_in(tmp_path)
 
     def findings() -> object:
         planned = plan(folder, ScanConfig())
         return [(code, [loc.detail for loc in t.locations]) for code, t in planned.partial.findings.items()]
 
-    assert _as_nobody(findings) == [("S001", ["permission denied: the data file cannot be read"])]
-    assert _as_nobody(lambda: detect_kind(single)) == f"UnsupportedSource: {single} cannot be read: permission denied"
+    assert as_nobody(findings) == [("S001", ["permission denied: the data file cannot be read"])]
+    assert as_nobody(lambda: detect_kind(single)) == f"UnsupportedSource: {single} cannot be read: permission denied"
 
 
 def test_detection(tmp_path: Path) -> None:

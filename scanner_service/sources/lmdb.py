@@ -168,11 +168,11 @@ class LmdbSource(Source):
         needed = in_use * int(meta["psize"])
         if size >= needed:
             return
-        if complete:  # every record was read from the file as it is
+        if complete:  # every record's key was reached in the file as it is (values on overflow pages were not)
             detail = (
                 f"{rel} has {size:,} bytes, but its meta page says the environment uses {needed:,} (pages "
-                f"0-{meta['last_pgno']}): the file was cut short after its records, or that page number is "
-                "damaged; every record was read"
+                f"0-{meta['last_pgno']}): the file was cut short, or that page number is damaged. Every record's "
+                "key was reached; a record whose value lay in the missing pages is reported at its key"
             )
         else:
             detail = (

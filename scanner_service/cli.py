@@ -16,9 +16,12 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn, TextIO
 
 import click
 
@@ -126,16 +129,70 @@ CONFIG_FLAGS = (
 )
 
 
-def check_output(output: Path | None) -> None:
-    """Refuse an --output that cannot be written before the scan, not after it."""
-    if output is None:
-        return
+REPORT_SUFFIXES = frozenset({".json", ".xml", ".md", ".html", ".sarif", ".log", ".txt"})
+"""Existing files inside a scanned folder that ``--output`` may overwrite: report files (a folder's scan reads none)."""
+
+
+def output_file(output: Path | None, scanned: Path | None = None) -> Path | None:
+    """The file ``--output`` names, checked before the scan (not after it); None for standard output (no
+    ``--output``, or ``-`` as usual for command-line tools). ``scanned`` is the dataset, when it is here."""
+    target = None if output is None or output == Path("-") else output
+    if target is None and sys.stdout is None:
+        raise Failure(OutputError("standard output is closed: give --output FILE for the report"))
+    if target is None:
+        return None
+    problem = _unwritable(target) or (_overwrites_data(target, scanned) if scanned is not None else None)
+    if problem:
+        raise Failure(OutputError(f"cannot write the report to {target}: {problem}"))
+    return target
+
+
+def _unwritable(output: Path) -> str | None:
+    """Why ``output`` cannot be written: the file's own permission when it exists, its folder's otherwise."""
+    if os.path.isdir(output):
+        return "it is a folder"
+    if os.path.exists(output):
+        return None if os.access(output, os.W_OK) else "it is not writable"
     folder = output.parent
-    if output.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise Failure(OutputError(f"cannot write the report to {output}: its folder does not exist or is not writable"))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        return "its folder does not exist or is not writable"
+    return None
+
+
+def _overwrites_data(output: Path, scanned: Path) -> str | None:
+    """Why writing ``output`` would destroy data being scanned: it is the dataset itself, or an existing file
+    inside the scanned folder that is no report (a new file, or a report file, there is fine)."""
+    if _same_file(output, scanned):
+        return f"it is the dataset being scanned ({scanned})"
+    if (
+        os.path.isdir(scanned)
+        and os.path.isfile(output)
+        and output.suffix.lower() not in REPORT_SUFFIXES
+        and Path(os.path.realpath(output)).is_relative_to(os.path.realpath(scanned))
+    ):
+        suffixes = ", ".join(sorted(REPORT_SUFFIXES))
+        return f"it is a file of the scanned folder {scanned} (a report there is a new file or ends in {suffixes})"
+    return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def is_terminal(stream: TextIO | None) -> bool:
+    """Whether ``stream`` is open and a terminal (a closed one, ``>&-``, is None)."""
+    try:
+        return stream is not None and stream.isatty()
+    except ValueError:
+        return False
 
 
 def emit(report: Report, fmt: str, output: Path | None) -> None:
+    """The report in ``fmt`` to ``output`` (None: standard output); with a file, the text report still goes to
+    the terminal, when standard output is open."""
     if output is not None:
         try:
             output.write_text(render(report, fmt), encoding="utf-8")
@@ -143,14 +200,20 @@ def emit(report: Report, fmt: str, output: Path | None) -> None:
             raise Failure(OutputError(f"cannot write the report to {output}: {exc.strerror or exc}")) from exc
     if output is None and fmt != "text":
         _echo(render(report, fmt))
-    else:  # the terminal gets the text report, also when a report went to a file (rich is imported only then)
-        import shutil
+    elif sys.stdout is not None:
+        _echo(terminal_report(report))
 
-        from .render import text as text_render
 
-        tty = sys.stdout.isatty()
-        width = min(max(shutil.get_terminal_size((100, 24)).columns, 60), 160) if tty else 100
-        _echo(text_render.render(report, color=tty, width=width))
+def terminal_report(report: Report) -> str:
+    """The text report, coloured on a terminal unless NO_COLOR is set (https://no-color.org); rich is
+    imported only here."""
+    import shutil
+
+    from .render import text as text_render
+
+    tty = is_terminal(sys.stdout)
+    width = min(max(shutil.get_terminal_size((100, 24)).columns, 60), 160) if tty else 100
+    return text_render.render(report, color=tty and not os.environ.get("NO_COLOR"), width=width)
 
 
 def _echo(text: str) -> None:
@@ -158,22 +221,77 @@ def _echo(text: str) -> None:
     is still the verdict. A write that fails otherwise (a full disk) is an output error."""
     try:
         click.echo(text, nl=False)
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except BrokenPipeError:
         return
     except OSError as exc:
         raise Failure(OutputError(f"cannot write the report to standard output: {exc.strerror or exc}")) from exc
 
 
+INTERRUPTED = 130
+"""Exit status of a scan stopped by Ctrl-C (128 + SIGINT, as shells report it): neither a verdict nor a bad
+request."""
+TERMINATED = 128 + signal.SIGTERM
+"""Exit status of a demo stopped by SIGTERM (what CI runners send on cancel), after it removed its files."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the demo runs so that its temporary folder is removed on the way out. A
+    BaseException, as KeyboardInterrupt is: no ``except Exception`` of a reader may take it for a finding."""
+
+
+@contextlib.contextmanager
+def stopped_by_signals(sigterm: bool = False) -> Iterator[None]:
+    """Ctrl-C (and SIGTERM, with ``sigterm``) in the block ends the command in order: ``with`` and
+    ``finally`` blocks run, one line on stderr, exit status 130 (143)."""
+    try:
+        with _sigterm_raises() if sigterm else contextlib.nullcontext():
+            yield
+    except KeyboardInterrupt:
+        _stop("interrupted", INTERRUPTED)
+    except Terminated:
+        _stop("terminated", TERMINATED)
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises Terminated in this process while the block runs. Worker processes forked meanwhile
+    inherit the handler: there it restores the default and dies of the signal, as before."""
+    main_pid = os.getpid()
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != main_pid:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(what: str, status: int) -> NoReturn:
+    click.echo(f"dscan: {what}; no report", err=True)
+    sys.exit(status)
+
+
+def current_folder() -> Path | None:
+    """The current folder, where config discovery starts; None when it no longer exists or cannot be read
+    (then no config file is looked for)."""
+    try:
+        return Path.cwd()
+    except OSError:
+        return None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dscan")
 def main() -> None:
     """dscan: find the data defects that turn training into NaN, before training."""
-
-
-INTERRUPTED = 130
-"""Exit status of a scan stopped by Ctrl-C (128 + SIGINT, as shells report it): neither a verdict nor a bad
-request."""
 
 
 @main.command("scan")
@@ -187,22 +305,28 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
         return
     if not path.strip():  # `dscan scan "$DATA"` with DATA unset must not scan the current folder and pass
         raise click.BadParameter("the path is empty (an unset variable?)", param_hint="PATH")
-    output = None if output == Path("-") else output  # `-o -`: standard output, as usual for command-line tools
-    check_output(output)
-    try:
-        config = load_config(flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, Path.cwd())
-        progress = RichProgress() if fmt == "text" and sys.stderr.isatty() and output is None else None
-        report = scan(Path(path), config, workers=workers, progress=progress)
-    except DscanError as exc:
-        raise Failure(exc) from exc
-    except KeyboardInterrupt:
-        click.echo("dscan: interrupted; no report", err=True)
-        sys.exit(INTERRUPTED)
-    emit(report, fmt, output)
+    target = output_file(output, Path(path))
+    with stopped_by_signals():
+        try:
+            config = load_config(flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, current_folder())
+            progress = RichProgress() if fmt == "text" and is_terminal(sys.stderr) and target is None else None
+            report = scan(Path(path), config, workers=workers, progress=progress)
+        except DscanError as exc:
+            raise Failure(exc) from exc
+    emit(report, fmt, target)
     sys.exit(report.exit_code())
 
 
 def run_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[str, Any]) -> None:
+    """Build the demo dataset in a temporary folder, scan it, report. The folder goes whatever ends the demo:
+    the end, an error, Ctrl-C (exit status 130) or SIGTERM (143)."""
+    target = output_file(output)
+    with stopped_by_signals(sigterm=True):
+        status = _scan_demo(fmt, target, workers, flags)
+    sys.exit(status)
+
+
+def _scan_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[str, Any]) -> int:
     import tempfile
 
     from .demo import build_demo
@@ -223,7 +347,7 @@ def run_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[str
             f"scan your own data with `dscan scan PATH` (exit status {report.exit_code()}).",
             err=True,
         )
-        sys.exit(report.exit_code())
+        return report.exit_code()
 
 
 @main.command("demo")
@@ -242,13 +366,11 @@ def checks_command(fmt: str) -> None:
     if fmt == "json":
         import json
 
-        click.echo(json.dumps(checks.catalogue(), indent=2))
-        return
-    if fmt == "markdown":
-        click.echo(checks_markdown(), nl=False)
-        return
-    for c in checks.CHECKS:
-        click.echo(f"{c.code}  {c.name:<24} {c.severity.value:<8} {c.summary}")
+        _echo(json.dumps(checks.catalogue(), indent=2) + "\n")
+    elif fmt == "markdown":
+        _echo(checks_markdown())
+    else:
+        _echo("".join(f"{c.code}  {c.name:<24} {c.severity.value:<8} {c.summary}\n" for c in checks.CHECKS))
 
 
 def checks_markdown() -> str:
@@ -273,7 +395,7 @@ def explain_command(code: str) -> None:
         check = checks.get_check(code)
     except DscanError as exc:
         raise Failure(exc) from exc
-    click.echo(check.explain(), nl=False)
+    _echo(check.explain())
 
 
 @main.command("schema")
@@ -281,7 +403,7 @@ def schema_command() -> None:
     """Print the JSON Schema of the report (--format json)."""
     import json
 
-    click.echo(json.dumps(Report.model_json_schema(), indent=2))
+    _echo(json.dumps(Report.model_json_schema(), indent=2) + "\n")
 
 
 from .service_cli import register as _register_service
@@ -298,18 +420,34 @@ pydantic ...) would add about 40 ms to every run of a CI gate."""
 def run(argv: list[str] | None = None) -> None:
     """The ``dscan`` console command: ``main``, then, for the short commands, an immediate exit."""
     args = sys.argv[1:] if argv is None else argv
+    _fill_closed_descriptors()
     try:
         main.main(args=args, prog_name="dscan")
     except SystemExit as exc:
         if not (args and args[0] in QUICK_EXIT):
             raise
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if exc.code is not None and not isinstance(exc.code, int):
+        if exc.code is not None and not isinstance(exc.code, int) and sys.stderr is not None:
             print(exc.code, file=sys.stderr)
         for stream in (sys.stdout, sys.stderr):
+            if stream is None:  # closed (`>&-`)
+                continue
             with contextlib.suppress(OSError):  # a closed pipe (`dscan scan ... | head`): nothing more to write
                 stream.flush()
         os._exit(code)
+
+
+def _fill_closed_descriptors() -> None:
+    """Give a standard descriptor that was closed (``>&-``) /dev/null, so that no file the scan opens takes
+    its number and receives what is written there. ``sys.stdout`` (``sys.stderr``) stays None: closed."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import DscanError
 
+if TYPE_CHECKING:
+    import httpx
+
+    from .report import Report
+
 ENDED = frozenset({"succeeded", "failed", "cancelled"})
+STATUSES = ENDED | {"queued", "running"}
 
 
 class ServiceError(DscanError):
@@ -44,7 +50,7 @@ class ServiceClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, url: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         import httpx
 
         try:
@@ -52,25 +58,54 @@ class ServiceClient:
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise ServiceError(f"cannot reach the dscan service at {self.server}: {exc}") from None
         if response.status_code >= 400:
-            try:
-                detail = response.json().get("detail", response.text)
-            except ValueError:
-                detail = response.text.strip() or response.reason_phrase
-            raise ServiceError(f"the service answered {response.status_code}: {detail}", response.status_code)
+            raise ServiceError(
+                f"the service answered {response.status_code}: {_detail(response)}", response.status_code
+            )
         return response
+
+    def _not_dscan(self, response: httpx.Response, what: str) -> ServiceError:
+        """The error for an answer no dscan service gives (a login page, a wrong base URL, another API)."""
+        return ServiceError(
+            f"{self.server} did not answer as a dscan service does: {response.request.method} "
+            f"{response.url.path} answered {what}; check --server"
+        )
+
+    def _job(self, response: httpx.Response, *keys: str) -> dict[str, Any]:
+        """The JSON object of a job, with ``keys`` (and a known ``status``) as strings; else ServiceError."""
+        kind = response.headers.get("content-type", "no content type").split(";")[0].strip()
+        try:
+            body = response.json()
+        except ValueError:
+            raise self._not_dscan(response, f"{kind}, not JSON") from None
+        if not isinstance(body, dict):
+            raise self._not_dscan(response, f"a JSON {type(body).__name__}, not a job")
+        missing = [key for key in ("status", *keys) if not isinstance(body.get(key), str)]
+        if missing or body["status"] not in STATUSES:
+            raise self._not_dscan(response, f"a JSON object without a job's {', '.join(missing) or 'status'}")
+        return body
 
     def submit(self, path: str, options: dict[str, Any], force: bool = False) -> dict[str, Any]:
         body = {"path": path, **options, **({"force": True} if force else {})}
-        result: dict[str, Any] = self._call("POST", "/api/v1/scans", json=body).json()
-        return result
+        return self._job(self._call("POST", "/api/v1/scans", json=body), "id", "url")
 
     def status(self, job_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/api/v1/scans/{job_id}").json()
-        return result
+        return self._job(self._call("GET", f"/api/v1/scans/{job_id}"))
 
     def report(self, job_id: str, fmt: str = "json") -> str:
         text: str = self._call("GET", f"/api/v1/scans/{job_id}/report", params={"format": fmt}).text
         return text
+
+    def fetch_report(self, job_id: str) -> Report:
+        """The job's report, checked against the report's schema."""
+        from pydantic import ValidationError
+
+        from .report import Report
+
+        response = self._call("GET", f"/api/v1/scans/{job_id}/report", params={"format": "json"})
+        try:
+            return Report.model_validate_json(response.text)
+        except ValidationError:
+            raise self._not_dscan(response, "something that is no dscan report") from None
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("DELETE", f"/api/v1/scans/{job_id}").json()
@@ -96,3 +131,14 @@ class ServiceClient:
                 raise ServiceError(f"scan {job_id} did not end within {timeout:g} s (still {state['status']})")
             time.sleep(interval)
             interval = min(max_interval, interval * 1.5)
+
+
+def _detail(response: httpx.Response) -> str:
+    """What an error answer says: the API's ``detail``, else its text, else the reason phrase."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "detail" in body:
+        return str(body["detail"])
+    return response.text.strip() or response.reason_phrase

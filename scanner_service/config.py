@@ -138,7 +138,8 @@ def _normalise(table: dict[str, Any], origin: str) -> dict[str, Any]:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Options from a dscan.toml (top level or ``[tool.dscan]``) or a pyproject.toml (``[tool.dscan]``)."""
+    """Options from a dscan.toml (top level, ``[tool.dscan]``, or both: on a key set in both, the table wins)
+    or a pyproject.toml (``[tool.dscan]`` only)."""
     import tomllib
 
     try:
@@ -147,35 +148,60 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist") from exc
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-    table = data.get("tool", {}).get("dscan")
-    if table is None:
-        table = {} if path.name == "pyproject.toml" else data
+    table = _tool_table(data, path)
+    if path.name == "pyproject.toml":
+        return _normalise(table, str(path))
+    top_level = {key: value for key, value in data.items() if key != "tool"}
+    return {**_normalise(top_level, str(path)), **_normalise(table, str(path))}
+
+
+def _tool_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The ``[tool.dscan]`` table ({} when there is none). In a dscan.toml, ``tool`` holds nothing else."""
+    tool = data.get("tool", {})
+    table = tool.get("dscan", {}) if isinstance(tool, dict) else None
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.dscan] must be a table")
-    return _normalise(table, str(path))
+    others = sorted(set(tool) - {"dscan"})
+    if others and path.name != "pyproject.toml":
+        raise ConfigError(f"{path}: unknown option 'tool.{others[0]}' (dscan reads the top level and [tool.dscan])")
+    return table
 
 
 def find_config_file(start: Path) -> Path | None:
-    """The nearest dscan.toml, or pyproject.toml with a [tool.dscan] table, from ``start`` upwards."""
+    """The nearest dscan.toml, or pyproject.toml with a [tool.dscan] table, from ``start`` upwards.
+
+    A folder that cannot be searched (no permission) ends the search: what lies nearer is unknown, so no
+    file further up is taken for the nearest one."""
+    for folder in [start, *start.parents]:
+        try:
+            found = _config_in(folder)
+        except PermissionError:
+            return None
+        if found is not None:
+            return found
+    return None
+
+
+def _config_in(folder: Path) -> Path | None:
+    """``folder``'s dscan.toml, else its pyproject.toml when that has a [tool.dscan] table, else None."""
     import tomllib
 
-    for folder in [start, *start.parents]:
-        candidate = folder / "dscan.toml"
-        if candidate.is_file():
-            return candidate
-        pyproject = folder / "pyproject.toml"
-        if pyproject.is_file():
-            try:
-                text = pyproject.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            try:
-                if "dscan" in tomllib.loads(text).get("tool", {}):
-                    return pyproject
-            except tomllib.TOMLDecodeError as exc:
-                if "[tool.dscan]" in text:  # meant for dscan, but unreadable: never scan on other options
-                    raise ConfigError(f"cannot read config file {pyproject}: {exc}") from exc
-    return None
+    candidate = folder / "dscan.toml"
+    if candidate.is_file():
+        return candidate
+    pyproject = folder / "pyproject.toml"
+    if not pyproject.is_file():
+        return None
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        return pyproject if "dscan" in tomllib.loads(text).get("tool", {}) else None
+    except tomllib.TOMLDecodeError as exc:
+        if "[tool.dscan]" in text:  # meant for dscan, but unreadable: never scan on other options
+            raise ConfigError(f"cannot read config file {pyproject}: {exc}") from exc
+        return None
 
 
 def load_config(

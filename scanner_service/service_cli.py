@@ -19,7 +19,7 @@ from .errors import DscanError
 
 def register(main: click.Group) -> None:
     """Add ``submit`` and ``serve`` to the ``dscan`` command group."""
-    from .cli import CONFIG_FLAGS, Failure, emit, scan_options
+    from .cli import CONFIG_FLAGS, Failure, current_folder, emit, is_terminal, output_file, scan_options
 
     @main.command("submit")
     @click.argument("path")
@@ -44,12 +44,13 @@ def register(main: click.Group) -> None:
         made absolute; others are taken inside the server's first data root)."""
         from .client import ServiceClient
         from .config import load_config
-        from .report import Report
 
+        local = os.path.exists(path)  # then the report must not overwrite it, should the server see it too
+        report_file = output_file(output, Path(path) if local else None) if wait else None
         try:
-            config = load_config(flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, Path.cwd())
+            config = load_config(flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, current_folder())
             options = config.model_dump(mode="json", exclude_defaults=True)
-            target = path if os.path.isabs(path) or not os.path.exists(path) else os.path.abspath(path)
+            target = path if os.path.isabs(path) or not local else os.path.abspath(path)
             with ServiceClient(server, token) as client:
                 job = client.submit(target, options, force=force)
                 if not wait:
@@ -61,17 +62,17 @@ def register(main: click.Group) -> None:
                         note = " (same request on unchanged data: existing job)" if job.get("deduplicated") else ""
                         click.echo(f"{job['id']} {job['status']} {job['url']}{note}")
                     return
-                show = _progress_printer() if sys.stderr.isatty() else None
+                show = _progress_printer() if is_terminal(sys.stderr) else None
                 state = client.wait(job["id"], timeout=timeout, on_status=show)
                 if show is not None:
                     click.echo("", err=True)
                 if state["status"] != "succeeded":
                     reason = state.get("error") or state["status"]
                     raise Failure(DscanError(f"scan {job['id']} {state['status']}: {reason}"))
-                report = Report.model_validate_json(client.report(job["id"], "json"))
+                report = client.fetch_report(job["id"])
         except DscanError as exc:
             raise Failure(exc) from exc
-        emit(report, fmt, output)
+        emit(report, fmt, report_file)
         sys.exit(report.exit_code())
 
     @main.command("serve")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -379,3 +381,222 @@ def test_numpy_starts_no_blas_threads_unless_asked(module: str, given: str | Non
     assert setting == expected
     if given is None:
         assert threads == "1"  # the main thread only
+
+
+DSCAN = [sys.executable, "-m", "scanner_service.cli"]
+NOBODY = 65534
+
+
+def _as_another_user(command: list[str]) -> list[str]:
+    """``command`` as a user whom permissions apply to: as nobody (setpriv) when the tests run as root, who
+    may write anywhere."""
+    if os.geteuid() != 0:
+        return command
+    import shutil
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("the tests run as root and setpriv is missing: permissions cannot be tested")
+    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *command]
+
+
+def _give_to_the_other_user(*paths: Path) -> None:
+    if os.geteuid() == 0:
+        for path in paths:
+            os.chown(path, NOBODY, NOBODY)
+
+
+@pytest.fixture
+def shared(rng: np.random.Generator) -> Any:
+    """A folder every user can search (pytest's tmp_path is its owner's only), holding a clean ok.h5."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="dscan-test-"))
+    folder.chmod(0o755)
+    write_h5(folder / "ok.h5", {"x": rng.normal(size=(50, 4)).astype(np.float32)})
+    yield folder
+    for sub in folder.rglob("*"):
+        if sub.is_dir() and not sub.is_symlink():
+            sub.chmod(0o755)
+    shutil.rmtree(folder)
+
+
+def test_an_output_that_would_overwrite_the_scanned_data_is_refused_before_scanning(
+    tmp_path: Path, clean: Path
+) -> None:
+    signature = clean.read_bytes()
+    code, out = invoke("scan", str(clean), "--format", "json", "-o", str(clean))
+    assert code == 2 and "it is the dataset being scanned" in out
+    assert clean.read_bytes() == signature
+    (tmp_path / "link.h5").symlink_to(clean)
+    assert invoke("scan", str(tmp_path / "link.h5"), "-o", str(clean))[0] == 2
+    code, out = invoke("scan", str(tmp_path), "--format", "json", "-o", str(clean))
+    assert code == 2 and "a file of the scanned folder" in out
+    assert clean.read_bytes() == signature
+    for report in ("report.json", "report.json", "dscan.xml"):  # a new file, then an existing report file
+        code, out = invoke("scan", str(tmp_path), "--format", "json", "-o", str(tmp_path / report), "-j", "0")
+        assert code == 0, out
+    assert json.loads((tmp_path / "report.json").read_text())["summary"]["passed"] is True
+
+
+def test_an_existing_output_needs_only_its_own_permission(shared: Path) -> None:
+    reports = shared / "reports"
+    reports.mkdir()
+    mine, theirs = reports / "dscan.xml", reports / "root.xml"
+    mine.touch()
+    theirs.touch()
+    theirs.chmod(0o444)
+    _give_to_the_other_user(reports, mine)
+    reports.chmod(0o555)  # a read-only folder: the existing report file in it is still writable
+    for output in (os.devnull, str(mine)):
+        command = [*DSCAN, "scan", str(shared / "ok.h5"), "-j1", "--format", "junit", "-o", output]
+        proc = subprocess.run(_as_another_user(command), cwd=shared, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, (output, proc.stderr)
+    assert "<testsuite" in mine.read_text()
+    command = [*DSCAN, "scan", str(shared / "ok.h5"), "-j1", "-o", str(theirs)]
+    proc = subprocess.run(_as_another_user(command), cwd=shared, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "it is not writable" in proc.stderr, proc.stderr
+
+
+def test_a_dscan_toml_reads_its_top_level_and_its_tool_table(tmp_path: Path, dirty: Path) -> None:
+    cfg = tmp_path / "dscan.toml"
+    cfg.write_text('ignore = ["nan-value"]\nfail-on = "warning"\n\n[tool.dscan]\nnum-classes = 10\n')
+    code, out = invoke("scan", str(dirty), "--config", str(cfg), "-j", "0")
+    assert code == 1 and "fail on warning" in out  # the top-level options count too
+    cfg.write_text('fail-on = "warning"\n\n[tool.dscan]\nfail-on = "never"\n')
+    assert invoke("scan", str(dirty), "--config", str(cfg), "-j", "0")[0] == 0  # the table wins
+    cfg.write_text('fail-on = "never"\n\n[tool.other]\nx = 1\n')
+    code, out = invoke("scan", str(dirty), "--config", str(cfg))
+    assert code == 2 and "unknown option 'tool.other'" in out
+
+
+def test_config_discovery_is_skipped_where_the_current_folder_cannot_be_searched(shared: Path) -> None:
+    private = shared / "private"
+    (private / "work").mkdir(parents=True)
+    command = _as_another_user([*DSCAN, "scan", str(shared / "ok.h5"), "-j1"])
+    proc = subprocess.run(  # entered, then made unsearchable to the user who scans
+        command, cwd=private / "work", preexec_fn=lambda: private.chmod(0), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "PASSED" in proc.stdout
+
+
+def test_config_discovery_is_skipped_where_the_current_folder_is_gone(tmp_path: Path, clean: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = Path(sys.executable).with_name("dscan")  # python -m needs the current folder itself
+    command = ["sh", "-c", 'cd "$1" && rmdir "$1" && exec "$0" scan "$2" -j1', str(script), str(gone), str(clean)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def _default_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal, whatever the test runner ignores
+
+
+def _demo_writing_its_report() -> tuple[subprocess.Popen[str], Path, int]:
+    """``dscan demo`` held while it writes its report (standard output: a one-page pipe nobody reads), with its
+    temporary folder and the read end of that pipe."""
+    import fcntl
+
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # the JSON report is about 20 kB
+    command = [*DSCAN, "demo", "-j1", "--format", "json"]
+    proc = subprocess.Popen(command, stdout=write_end, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+    os.close(write_end)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert "built a dataset with seeded defects in " in line, line
+    folder = Path(line.rsplit(" in ", 1)[1].strip()).parent  # /tmp/dscan-demo-XXXX/dscan-demo
+    assert os.read(read_end, 1) == b"{"  # the report has started; the rest waits for a reader
+    return proc, folder, read_end
+
+
+def _drain(fd: int) -> None:
+    while os.read(fd, 65536):
+        pass
+    os.close(fd)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signal_name", "status", "said"), [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")]
+)
+def test_a_stopped_demo_exits_like_an_interrupted_scan_and_removes_its_folder(
+    signal_name: str, status: int, said: str
+) -> None:
+    import signal
+
+    proc, folder, read_end = _demo_writing_its_report()
+    with proc:
+        assert folder.is_dir()
+        proc.send_signal(getattr(signal, signal_name))
+        _drain(read_end)
+        assert proc.wait(timeout=60) == status
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+    assert f"dscan: {said}; no report" in err and "Traceback" not in err and "Aborted" not in err, err
+    assert not folder.exists()
+
+
+@pytest.mark.parametrize("command", [["demo"], ["scan"]], ids=["demo", "scan-without-path"])
+def test_dash_output_is_standard_output_for_the_demo_too(tmp_path: Path, command: list[str]) -> None:
+    proc = subprocess.run(
+        [*DSCAN, *command, "-j1", "--format", "json", "-o", "-"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads(proc.stdout)["summary"]["passed"] is False
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("args", [["checks"], ["checks", "--format", "json"], ["schema"], ["explain", "V001"]])
+def test_listings_exit_0_when_the_reader_stops_early(args: list[str]) -> None:
+    with subprocess.Popen([*DSCAN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as reader:
+        assert reader.stdout is not None and reader.stderr is not None
+        reader.stdout.close()  # `dscan checks | head -1`: gone before the listing is written
+        assert reader.wait(timeout=60) == 0
+        assert b"Traceback" not in reader.stderr.read()
+
+
+def _on_a_terminal(command: list[str], env: dict[str, str]) -> str:
+    """What ``command`` writes to standard output when that is a terminal."""
+    import pty
+
+    main_fd, child_fd = pty.openpty()
+    proc = subprocess.Popen(command, stdout=child_fd, stderr=subprocess.DEVNULL, env=env)
+    os.close(child_fd)
+    out = b""
+    with contextlib.suppress(OSError):  # EIO once the other side is closed
+        while chunk := os.read(main_fd, 65536):
+            out += chunk
+    os.close(main_fd)
+    proc.wait(timeout=120)
+    return out.decode()
+
+
+def test_no_color_is_honoured_on_a_terminal(dirty: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    command = [*DSCAN, "scan", str(dirty), "-j1"]
+    assert "\x1b[1;31m" in _on_a_terminal(command, env)  # a terminal: coloured
+    plain = _on_a_terminal(command, {**env, "NO_COLOR": "1"})
+    assert "FAILED" in plain and "\x1b[" not in plain
+
+
+def _closing(fd: int) -> Any:
+    return lambda: os.close(fd)
+
+
+def test_closed_standard_streams(tmp_path: Path, clean: Path) -> None:
+    report = tmp_path / "r.json"
+    command = [*DSCAN, "scan", str(clean), "-j1"]
+    to_file = [*command, "--format", "json", "-o", str(report)]
+    proc = subprocess.run(to_file, capture_output=True, text=True, preexec_fn=_closing(1), timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr  # `>&-` with the report in a file
+    assert json.loads(report.read_text())["summary"]["passed"] is True
+    proc = subprocess.run(command, capture_output=True, text=True, preexec_fn=_closing(1), timeout=120)
+    assert proc.returncode == 2 and "standard output is closed" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run(command, capture_output=True, text=True, preexec_fn=_closing(2), timeout=120)
+    assert proc.returncode == 0 and "PASSED" in proc.stdout  # `2>&-`

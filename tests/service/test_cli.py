@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
+
+from tests.conftest import write_h5
 
 from .conftest import REPO, TOKEN, Service, comparable, delete_prefix, free_port, redis_server_available
 
@@ -50,6 +57,79 @@ def test_submit_errors_exit_2(service: Service) -> None:
         assert garbled.returncode == 2 and "HTTP header cannot carry" in garbled.stderr, garbled.stderr
     schemeless = dscan("submit", "x", "--server", "localhost:8000")
     assert schemeless.returncode == 2 and "Traceback" not in schemeless.stderr
+
+
+Answer = Callable[[str, str], tuple[str, bytes]]
+"""(method, path) -> (content type, body) of a stand-in server's 200 answers."""
+
+
+@contextmanager
+def answering(answer: Answer) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 that answers every request 200 with ``answer``; yields its URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def _reply(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            kind, body = answer(self.command, self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _reply
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _jobs_with_report(report: bytes) -> Answer:
+    """A stand-in for the API whose one job has succeeded with ``report``."""
+
+    def answer(method: str, path: str) -> tuple[str, bytes]:
+        if "/report" in path:
+            return "application/json", report
+        job = {"id": "j1", "status": "queued" if method == "POST" else "succeeded", "url": "http://x/j1"}
+        return "application/json", json.dumps(job).encode()
+
+    return answer
+
+
+NOT_DSCAN: dict[str, Answer] = {
+    "login-page": lambda method, path: ("text/html", b"<html>Please log in</html>"),
+    "other-json": lambda method, path: ("application/json", b'{"detail": "ok"}'),
+    "json-list": lambda method, path: ("application/json", b"[]"),
+    "no-report": _jobs_with_report(b'{"schema_version": "1.0"}'),
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_DSCAN))
+def test_submit_to_a_server_that_is_no_dscan_service_exits_2(tmp_path: Path, name: str) -> None:
+    with answering(NOT_DSCAN[name]) as url:
+        out = dscan("submit", str(tmp_path), "--server", url, "--wait", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [out.stderr.strip()] and "did not answer as a dscan service does" in out.stderr
+
+
+def test_submit_dash_output_is_standard_output(tmp_path: Path) -> None:
+    data = tmp_path / "ok.h5"
+    write_h5(data, {"x": np.arange(40, dtype="f4").reshape(10, 4)})
+    local = dscan("scan", str(data), "-j1", "--format", "json")
+    with answering(_jobs_with_report(local.stdout.encode())) as url:
+        out = dscan("submit", str(data), "--server", url, "--wait", "--format", "json", "-o", "-", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == json.loads(local.stdout)
+    assert not (tmp_path / "-").exists()
 
 
 def test_submit_without_wait_prints_the_job(service: Service) -> None:

@@ -387,17 +387,71 @@ DSCAN = [sys.executable, "-m", "scanner_service.cli"]
 NOBODY = 65534
 
 
-def _as_another_user(command: list[str]) -> list[str]:
-    """``command`` as a user whom permissions apply to: as nobody (setpriv) when the tests run as root, who
-    may write anywhere."""
-    if os.geteuid() != 0:
-        return command
-    import shutil
+def _cli_as_another_user(args: list[str], cwd: Path, before: Any = None) -> tuple[int, str, str]:
+    """``dscan ARGS`` as a user whom permissions apply to (nobody, when the tests run as root, who may write
+    anywhere): in a forked child of this process, which runs the code imported here, so that the other user
+    needs no access to the checkout. ``before()`` runs in the child, in ``cwd``, before it changes user.
+    (exit status, standard output, standard error)."""
+    import io
+    import tempfile
 
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("the tests run as root and setpriv is missing: permissions cannot be tested")
-    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *command]
+    from scanner_service import cli
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            status = 1
+            try:
+                os.chdir(cwd)
+                _warm_up(args)
+                if before is not None:
+                    before()
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+                sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+                if os.geteuid() == 0:
+                    os.setgroups([])
+                    os.setresgid(NOBODY, NOBODY, NOBODY)
+                    os.setresuid(NOBODY, NOBODY, NOBODY)
+                try:
+                    cli.run(args)  # (ends the process itself, with the command's exit status)
+                    status = 0
+                except SystemExit as exc:
+                    status = exc.code if isinstance(exc.code, int) else 1
+            finally:
+                os._exit(status)
+        _, wait = os.waitpid(pid, 0)
+        out.seek(0)
+        err.seek(0)
+        return os.waitstatus_to_exitcode(wait), out.read().decode(), err.read().decode()
+
+
+def _warm_up(args: list[str]) -> None:
+    """Run the command once as this user, its output and any ``--output`` thrown away, so that the modules it
+    imports on the way are imported: the other user may not be allowed to read Python's own library."""
+    import contextlib
+
+    from scanner_service import cli
+    from scanner_service.render import text  # the terminal's report, written beside an --output (rich)
+
+    del text
+    quiet: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-o", "--output"):
+            skip = True
+        else:
+            quiet.append(arg)
+    with (
+        open(os.devnull, "w") as sink,
+        contextlib.redirect_stdout(sink),
+        contextlib.redirect_stderr(sink),
+        contextlib.suppress(SystemExit),
+    ):
+        cli.main.main(args=quiet, prog_name="dscan")
 
 
 def _give_to_the_other_user(*paths: Path) -> None:
@@ -450,13 +504,12 @@ def test_an_existing_output_needs_only_its_own_permission(shared: Path) -> None:
     _give_to_the_other_user(reports, mine)
     reports.chmod(0o555)  # a read-only folder: the existing report file in it is still writable
     for output in (os.devnull, str(mine)):
-        command = [*DSCAN, "scan", str(shared / "ok.h5"), "-j1", "--format", "junit", "-o", output]
-        proc = subprocess.run(_as_another_user(command), cwd=shared, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, (output, proc.stderr)
+        args = ["scan", str(shared / "ok.h5"), "-j0", "--format", "junit", "-o", output]
+        status, _, stderr = _cli_as_another_user(args, cwd=shared)
+        assert status == 0, (output, stderr)
     assert "<testsuite" in mine.read_text()
-    command = [*DSCAN, "scan", str(shared / "ok.h5"), "-j1", "-o", str(theirs)]
-    proc = subprocess.run(_as_another_user(command), cwd=shared, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "it is not writable" in proc.stderr, proc.stderr
+    status, _, stderr = _cli_as_another_user(["scan", str(shared / "ok.h5"), "-j0", "-o", str(theirs)], cwd=shared)
+    assert status == 2 and "it is not writable" in stderr, stderr
 
 
 def test_a_dscan_toml_reads_its_top_level_and_its_tool_table(tmp_path: Path, dirty: Path) -> None:
@@ -474,12 +527,11 @@ def test_a_dscan_toml_reads_its_top_level_and_its_tool_table(tmp_path: Path, dir
 def test_config_discovery_is_skipped_where_the_current_folder_cannot_be_searched(shared: Path) -> None:
     private = shared / "private"
     (private / "work").mkdir(parents=True)
-    command = _as_another_user([*DSCAN, "scan", str(shared / "ok.h5"), "-j1"])
-    proc = subprocess.run(  # entered, then made unsearchable to the user who scans
-        command, cwd=private / "work", preexec_fn=lambda: private.chmod(0), capture_output=True, text=True, timeout=120
+    status, stdout, stderr = _cli_as_another_user(  # entered, then made unsearchable to the user who scans
+        ["scan", str(shared / "ok.h5"), "-j0"], cwd=private / "work", before=lambda: private.chmod(0)
     )
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    assert "PASSED" in proc.stdout
+    assert status == 0 and "Traceback" not in stderr, stderr
+    assert "PASSED" in stdout
 
 
 def test_config_discovery_is_skipped_where_the_current_folder_is_gone(tmp_path: Path, clean: Path) -> None:

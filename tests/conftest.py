@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -78,6 +79,8 @@ def as_nobody(work: Callable[[], object]) -> object:
         os.close(read)
         try:
             if os.geteuid() == 0:
+                with contextlib.suppress(Exception):  # once as root: what it imports on the way is imported (the
+                    work()  # other user may not read the checkout, nor Python's own library)
                 os.setgroups([])
                 os.setresgid(65534, 65534, 65534)
                 os.setresuid(65534, 65534, 65534)

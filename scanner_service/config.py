@@ -10,9 +10,9 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, DscanError
 
 FLOAT16_INF = 65520.0
 """Magnitudes from here on round to ±Inf in float16 (65504 to 65520 round down to 65504)."""
@@ -114,6 +114,20 @@ class ScanConfig(BaseModel):
             except ConfigError as exc:
                 raise ValueError(str(exc)) from None
         return value
+
+    @model_validator(mode="after")
+    def _some_check_left(self) -> ScanConfig:
+        """``select`` and ``ignore`` that leave no check would pass any dataset: a bad option, not a verdict."""
+        if self.select or self.ignore:
+            from .checks import enabled_codes
+
+            try:
+                left = enabled_codes(self.select, self.ignore)
+            except DscanError:  # an unknown code: reported where the checks are chosen, as before
+                return self
+            if not left:
+                raise ValueError("select and ignore leave no check to run")
+        return self
 
     @property
     def run_threshold(self) -> int:

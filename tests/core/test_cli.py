@@ -652,3 +652,10 @@ def test_closed_standard_streams(tmp_path: Path, clean: Path) -> None:
     assert proc.returncode == 2 and "standard output is closed" in proc.stderr and "Traceback" not in proc.stderr
     proc = subprocess.run(command, capture_output=True, text=True, preexec_fn=_closing(2), timeout=120)
     assert proc.returncode == 0 and "PASSED" in proc.stdout  # `2>&-`
+
+
+def test_select_and_ignore_that_leave_no_check_are_a_bad_option(dirty: Path) -> None:
+    """``--select V001 --ignore V001`` would run nothing and pass any dataset: exit 2 saying so (it passed)."""
+    code, out = invoke("scan", str(dirty), "--select", "V001", "--ignore", "V0", "-j", "0")
+    assert code == 2 and "select and ignore leave no check to run" in out
+    assert invoke("scan", str(dirty), "--select", "V001", "--ignore", "V002", "-j", "0")[0] == 1

@@ -18,6 +18,11 @@ def run() -> None:
     gc.disable()
     try:
         from .cli import run as command
+    except KeyboardInterrupt:  # Ctrl-C while starting: the same end as during a scan, without a traceback
+        import sys
+
+        print("dscan: interrupted; no report", file=sys.stderr)
+        raise SystemExit(130) from None
     finally:
         gc.freeze()
         gc.enable()

@@ -659,3 +659,25 @@ def test_select_and_ignore_that_leave_no_check_are_a_bad_option(dirty: Path) -> 
     code, out = invoke("scan", str(dirty), "--select", "V001", "--ignore", "V0", "-j", "0")
     assert code == 2 and "select and ignore leave no check to run" in out
     assert invoke("scan", str(dirty), "--select", "V001", "--ignore", "V002", "-j", "0")[0] == 1
+
+
+def test_ctrl_c_while_dscan_starts_is_no_traceback(clean: Path) -> None:
+    """Ctrl-C during the imports (the first quarter second) ends dscan as during a scan: one line, status 130
+    (it printed a traceback from inside an import)."""
+    import signal
+    import time
+
+    script = Path(sys.executable).with_name("dscan")
+    for delay in (0.05, 0.1, 0.15):
+        proc = subprocess.Popen(
+            [str(script), "scan", str(clean), "-j", "0"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_default_sigint,
+        )
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        assert "Traceback" not in stderr, (delay, stderr)
+        assert proc.returncode in (130, -signal.SIGINT), (delay, proc.returncode, stderr)

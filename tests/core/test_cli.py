@@ -680,4 +680,5 @@ def test_ctrl_c_while_dscan_starts_is_no_traceback(clean: Path) -> None:
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
         assert "Traceback" not in stderr, (delay, stderr)
-        assert proc.returncode in (130, -signal.SIGINT), (delay, proc.returncode, stderr)
+        # (1: click's "Aborted!", when the signal lands while it parses the command line, a few microseconds)
+        assert proc.returncode in (130, -signal.SIGINT, 1), (delay, proc.returncode, stderr)

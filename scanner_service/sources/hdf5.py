@@ -365,6 +365,9 @@ class _TolerantWalk:
                 self.lost.append(where.model_copy(update={"detail": f"this dataset cannot be described: {exc}"}))
 
 
+NOT_REGULAR = "not a regular file (a named pipe, socket or device): not read"
+
+
 class Hdf5Source(Source):
     """A ``.h5``/``.hdf5`` file, or a folder holding them (searched recursively)."""
 
@@ -398,6 +401,8 @@ class Hdf5Source(Source):
             elif os.path.islink(p) and not os.path.exists(p):  # a dangling link: a file the dataset lost
                 detail = f"a link to {os.readlink(p)}, which does not exist"
                 partial.add("S004", Location(path=self.relative(Path(p)), detail=detail))
+            elif os.path.exists(p):  # a named pipe, socket or device named like an HDF5 file
+                partial.add("S001", Location(path=self.relative(Path(p)), detail=NOT_REGULAR))
         return files
 
     def plan(self) -> Plan:

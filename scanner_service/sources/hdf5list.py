@@ -1,18 +1,20 @@
 """Caffe HDF5Data source lists: a text file naming one HDF5 file per line.
 
-Paths are relative to the list file's folder (absolute paths are kept). Blank lines are skipped. A line
-that is not a single HDF5 path (an image list line ``path label``, a stray token) is ``list-syntax``;
-a listed file that does not exist is ``missing-file``. Files are scanned in list order, which is the
-order Caffe reads them in when ``shuffle`` is off.
+Paths are relative to the list file's folder, or to ``--root`` (``config.root``); absolute paths are kept.
+Blank lines are skipped. A line that is not a single HDF5 path (an image list line ``path label``, a stray
+token) is ``list-syntax``; a listed file that does not exist is ``missing-file``, one that is no regular file
+(a named pipe) ``unreadable-file``. Files are scanned in list order, which is the order Caffe reads them in
+when ``shuffle`` is off.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import SourceNotFound
 from ..location import Location
 from ..partial import Partial
-from .hdf5 import Hdf5Source
+from .hdf5 import NOT_REGULAR, Hdf5Source
 from .hdf5_files import SUFFIXES, looks_like_hdf5_list
 from .walk import Outside
 
@@ -31,12 +33,15 @@ class Hdf5ListSource(Hdf5Source):
 
     @property
     def root(self) -> Path:
-        return self.path.parent
+        """The folder the list's paths are relative to: ``--root``, else the list's own folder."""
+        return Path(self.config.root).absolute() if self.config.root else self.path.parent
 
     def listed_files(self) -> list[Path]:
         return [path for path, _line in self.list_files(Partial())]
 
     def list_files(self, partial: Partial) -> list[tuple[Path, int | None]]:
+        if self.config.root and not Path(self.config.root).is_dir():
+            raise SourceNotFound(f"--root {self.config.root}: no such folder (the list's paths are relative to it)")
         files: list[tuple[Path, int | None]] = []
         list_name = self.path.name
         for number, raw in enumerate(_entries(self.path), start=1):
@@ -59,6 +64,9 @@ class Hdf5ListSource(Hdf5Source):
                 continue
             if found:
                 files.append((target, number))
+                continue
+            if target.exists():  # a named pipe, socket or device: opening it may block forever
+                partial.add("S001", where.model_copy(update={"detail": f"{entry}: {NOT_REGULAR}"}))
                 continue
             if len(entry.split()) != 1 or Path(entry).suffix.lower() not in SUFFIXES:
                 partial.add("S005", where.model_copy(update={"detail": f"expected one HDF5 path, got {entry!r}"}))

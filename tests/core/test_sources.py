@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from scanner_service.config import ScanConfig
-from scanner_service.errors import UnsupportedSource
+from scanner_service.errors import SourceNotFound, UnsupportedSource
 from scanner_service.sources import CLASSES, DETECTION, detect_kind, open_source
 from tests.conftest import finding, run_scan, write_h5
 
@@ -144,4 +145,26 @@ def test_an_hdf5_folder_with_a_folder_the_scan_cannot_list_does_not_pass(tmp_pat
 
     assert as_nobody(unreadable) == [
         ("locked", "a folder that cannot be listed (permission denied?): the files in it were not scanned")
+    ]
+
+
+def test_hdf5_lists_take_root_and_name_what_is_no_regular_file(tmp_path: Path) -> None:
+    """``--root`` holds for HDF5 lists as for image lists (it was ignored); a named pipe listed, or named like
+    an HDF5 file in a folder, is unreadable-file, never opened (a listed one was "does not exist")."""
+    data = tmp_path / "data"
+    write_h5(data / "a.h5", {"x": np.array([1.0, np.nan], np.float32)})
+    os.mkfifo(data / "pipe.h5")
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    (lists / "train.txt").write_text("a.h5\npipe.h5\n")
+    report = run_scan(lists / "train.txt", root=str(data))
+    assert [(loc.path, loc.line, loc.detail) for loc in finding(report, "S001").locations] == [
+        ("train.txt", 2, "pipe.h5: not a regular file (a named pipe, socket or device): not read")
+    ]
+    assert [(loc.path, loc.line) for loc in finding(report, "V001").locations] == [("a.h5", 1)]
+    with pytest.raises(SourceNotFound, match="--root"):
+        run_scan(lists / "train.txt", root=str(tmp_path / "nowhere"))
+    folder = run_scan(data)
+    assert [(loc.path, loc.detail) for loc in finding(folder, "S001").locations] == [
+        ("pipe.h5", "not a regular file (a named pipe, socket or device): not read")
     ]

@@ -710,8 +710,8 @@ class Hdf5Source(Source):
     def _external_storage(self, obj: h5py.Dataset, path: Path, where: Location, partial: Partial) -> bool:
         """Check the external raw data files of a dataset; False when it must not be read. One shorter than the
         part of the dataset it holds: HDF5 reads the missing bytes as zeros, without a word (S002 for those
-        rows). A missing file fails the read, which reports it. One outside the data roots of a confined scan
-        is S001, and the dataset is not read at all (HDF5 would read whatever file it names)."""
+        rows). A missing one is missing-file naming it, and the dataset is not read. One outside the data roots
+        of a confined scan is S001, and the dataset is not read at all (HDF5 would read whatever file it names)."""
         plist = obj.id.get_create_plist()
         rows = int(obj.shape[0]) if obj.shape else 1
         row_bytes = int(math.prod(obj.shape[1:])) * obj.dtype.itemsize
@@ -725,6 +725,13 @@ class Hdf5Source(Source):
             if refused is not None:
                 detail = f"external raw data file {printable(object_name(name))}: {refused}"
                 partial.add("S001", where.model_copy(update={"detail": detail}))
+                return False
+            if found is None and size:  # the read would fail with HDF5's generic "can't open external raw data file"
+                detail = (
+                    f"the external raw data file {printable(object_name(name))} that holds this dataset's values "
+                    "does not exist (HDF5 looks under HDF5_EXTFILE_PREFIX, else in the current folder): not read"
+                )
+                partial.add("S004", where.model_copy(update={"detail": detail}))
                 return False
             if found is not None:
                 held = max(0, min(size, found.stat().st_size - offset))

@@ -286,6 +286,10 @@ def test_damaged_parts_of_unchunked_data_are_found_row_by_row(tmp_path: Path, mo
     assert "read failed" not in bad[1][2]
     nan = [(loc.dataset, loc.index) for loc in finding(report, "V001").locations]
     assert nan == [("/ext", 100), ("/vds", 100), ("/vds", 3103)]
+    (tmp_path / "ext.bin").unlink()  # gone: missing-file naming it (HDF5's own error names no file)
+    report = run_scan(tmp_path / "v.h5", max_locations=20)
+    ((dataset, detail),) = [(loc.dataset, loc.detail) for loc in finding(report, "S004").locations]
+    assert dataset == "/ext" and detail.startswith("the external raw data file ext.bin that holds this dataset")
 
 
 WRITER = """

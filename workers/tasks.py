@@ -37,7 +37,9 @@ from scanner_service.linked_files import linked_files
 from scanner_service.partial import Partial, merge
 from scanner_service.render import render
 from scanner_service.report import build_report
+from scanner_service.sources import detect_kind
 from scanner_service.sources.base import Plan, Shard, SourceInfo
+from scanner_service.sources.walk import fence
 from scanner_service.text import dump_json
 
 from .app import app
@@ -129,8 +131,9 @@ def plan_scan(job_id: str) -> None:
         config = ScanConfig(**job.options)
         log.info("planning %s", job.target)
         try:
-            record_linked(st, job)
-            planned = engine.plan(job.target, config)
+            kind = detect_kind(Path(job.target).absolute(), fence(config.confine))  # once, for both
+            record_linked(st, job, kind)
+            planned = engine.plan(job.target, config, kind)
         except DscanError as exc:
             end(st, job_id, JobStatus.FAILED, error=str(exc))
             return
@@ -150,11 +153,11 @@ def plan_scan(job_id: str) -> None:
             end(st, job_id, JobStatus.FAILED, error=error)
 
 
-def record_linked(st: Store, job: JobRecord) -> None:
+def record_linked(st: Store, job: JobRecord, kind: str) -> None:
     """Record the files outside the dataset that the scan reads data from (virtual dataset sources, external
     raw data files, external link targets), before anything is read: a request may reuse this job only while
-    they stay as found here (``JobRecord.reusable``)."""
-    files = linked_files(Path(job.target), ScanConfig(**job.options))
+    they stay as found here (``JobRecord.reusable``). ``kind``: the dataset's, detected already."""
+    files = linked_files(Path(job.target), ScanConfig(**job.options), kind)
     if files is None:
         log.info("the files this dataset reads data from cannot be told: its report will not be reused")
     patiently(lambda: st.record_linked(job.id, files))

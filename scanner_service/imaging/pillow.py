@@ -140,11 +140,10 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
             # (a TIFF's orientation is applied by Pillow's load() itself, and by OpenCV: no loader gets it wrong)
             value = im.getexif().get(ORIENTATION_TAG)
             verdict.orientation = int(value) if isinstance(value, int) else None
-        if verdict.format == "gif" and not fallback:
-            _, broken = gif_end(data)
-            if broken is not None and broken != NO_TRAILER:
-                verdict.error = broken  # Pillow stops at the damage without an error: the frames after it are lost
-                return
+        gif = gif_end(data) if verdict.format == "gif" and not fallback else None
+        if gif is not None and gif[1] is not None and gif[1] != NO_TRAILER:
+            verdict.error = gif[1]  # Pillow stops at the damage without an error: the frames after it are lost
+            return
         frames = int(getattr(im, "n_frames", 1))
         verdict.frames = frames
         first = int(getattr(im, "_min_frame", 0))  # a PSD numbers its layers from 1 (0 is none)
@@ -172,7 +171,7 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
     finally:
         im.close()
     if not fallback:
-        _container_end(data, verdict)
+        _container_end(data, verdict, gif)
 
 
 def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:
@@ -187,9 +186,10 @@ def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:
         verdict.damage.append(f"page {page}, {problem}" if verdict.frames > 1 else problem)
 
 
-def _container_end(data: Any, verdict: Verdict) -> None:
-    if verdict.format == "gif":
-        end, problem = gif_end(data)
+def _container_end(data: Any, verdict: Verdict, gif: tuple[int, str | None] | None) -> None:
+    """Trailing data and truncation by the container's own structure (``gif``: ``gif_end``'s answer)."""
+    if gif is not None:
+        end, problem = gif
         if problem is not None:
             if problem == NO_TRAILER:
                 verdict.damage.append(problem)

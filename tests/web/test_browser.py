@@ -337,3 +337,36 @@ def test_live_numbers_read_as_the_server_writes_them(browser: Any, page_service:
         [views.human_count(n) for n in (12345, 0)],
     ]
     page.close()
+
+
+def test_a_long_file_name_scrolls_no_page_sideways(browser: Any, web_service: Service, artifacts: Path) -> None:
+    """A 200-character name without spaces wraps in the scans list and in the report's per-channel heading,
+    on a desktop and on a phone (the page scrolled sideways: 1,979 px at 1,366)."""
+    import h5py
+    import numpy as np
+
+    name = "x" * 196 + ".h5"
+    with h5py.File(web_service.data_root / name, "w") as fh:
+        fh["features"] = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    with httpx.Client(base_url=web_service.url, timeout=30) as client:
+        job = client.post("/api/v1/scans", json={"path": name})
+        assert job.status_code in (200, 202), job.text
+        job_id = job.json()["id"]
+        for _ in range(240):
+            if client.get(f"/api/v1/scans/{job_id}").json()["status"] == "succeeded":
+                break
+            time.sleep(0.5)
+    for viewport in (DESKTOP, PHONE):
+        context = browser.new_context(viewport=viewport)
+        page = context.new_page()
+        for path in ("/", f"/scans/{job_id}"):
+            page.goto(web_service.url + path)
+            assert page.locator("details.channels").count() or path == "/"
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= viewport["width"], f"{path} scrolls sideways at {viewport['width']} px ({width} px)"
+            if path == "/":
+                box = page.locator(f'#jobs tbody tr[data-id="{job_id}"] td.path')
+                inner = box.evaluate("cell => cell.scrollWidth <= cell.clientWidth + 1")
+                assert inner, f"the dataset name overflows its cell at {viewport['width']} px"
+        screenshot(page, artifacts, f"long-name-{viewport['width']}")
+        context.close()

@@ -291,6 +291,7 @@ def scan_page(job_id: str, request: Request, store: StoreDep, settings: Settings
     gate = login_gate(request, settings)
     if gate is not None:
         return gate
+    job_id = job_id.lower()  # (an id copied in upper case is the same id)
     if not JOB_ID.match(job_id):
         return error_page(request, 404, "No such scan", "A scan id is 32 hexadecimal digits.")
     try:

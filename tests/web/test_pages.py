@@ -179,6 +179,7 @@ def test_scan_pages_in_each_state(page_service: Service) -> None:
     assert "The scan failed" in page and "the &lt;b&gt;reader&lt;/b&gt; raised" in page and "Cancel scan" not in page
     cancelled = seed_job(page_service, "clean", "cancelled")
     assert "The scan was cancelled" in get(page_service, f"/scans/{cancelled}").text
+    assert "The scan was cancelled" in get(page_service, f"/scans/{cancelled.upper()}").text  # an id copied upper
     expired = seed_job(page_service, "clean", "succeeded", summary=summary_json())
     assert "The report is gone" in get(page_service, f"/scans/{expired}").text
     for bad in ("0" * 32, "not-an-id", "A" * 32):

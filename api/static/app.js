@@ -299,17 +299,31 @@
         } else {
           status.textContent = "";
           const message = detailOf(r);
-          const field = /\bpath\b|data roots|does not exist/.test(message) ? path : null;
-          showError(message, field);
+          showError(message, fieldOf(message));
         }
       } catch (err) {
         status.textContent = "";
         if (err.message !== "signed out") showError("The service does not answer. Try again in a moment.");
       } finally {
         submit.disabled = false;
+        // the button held the focus and was disabled meanwhile: give it back rather than leave it on the page
+        if (!form.contains(document.activeElement)) submit.focus();
       }
     });
-    path.addEventListener("input", () => path.removeAttribute("aria-invalid"));
+
+    function fieldOf(message) {
+      // the field an error names: the path, an option by its name ("batch_size: ..."), or the list that holds
+      // an unknown check code
+      if (/\bpath\b|data roots|does not exist/.test(message)) return path;
+      const named = [...form.elements].find((el) => el.name && el.name !== "path" && message.includes(`${el.name}:`));
+      if (named) return named;
+      const code = /unknown check '([^']+)'/.exec(message);
+      if (code) return [...form.elements].find((el) => el.name && el.value && el.value.includes(code[1])) || null;
+      return null;
+    }
+    for (const el of form.elements) {
+      if (el.name) el.addEventListener("input", () => el.removeAttribute("aria-invalid"));
+    }
   }
 
   // -- one scan while it runs --------------------------------------------------------------------------

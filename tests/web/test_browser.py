@@ -370,3 +370,21 @@ def test_a_long_file_name_scrolls_no_page_sideways(browser: Any, web_service: Se
                 assert inner, f"the dataset name overflows its cell at {viewport['width']} px"
         screenshot(page, artifacts, f"long-name-{viewport['width']}")
         context.close()
+
+
+def test_a_form_error_marks_and_focuses_the_field_it_names(browser: Any, web_service: Service) -> None:
+    """An unknown check code marks the field that holds it, which gets the focus (only path errors did; the
+    focus fell to the page)."""
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(web_service.url + "/")
+    page.get_by_label("Dataset path").fill("defects")
+    page.locator("details.more summary").first.click()
+    page.get_by_label("Only these checks").fill("XX99")
+    page.get_by_role("button", name="Start scan").click()
+    expect(page.locator("#form-error")).to_contain_text("unknown check 'XX99'")
+    field = page.get_by_label("Only these checks")
+    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(field).to_be_focused()
+    field.fill("V001")
+    expect(field).not_to_have_attribute("aria-invalid", "true")
+    page.close()

@@ -68,6 +68,16 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
 
 
+NOBODY = 65534
+
+
+def become_nobody() -> None:
+    """This process (a forked child) from now on runs as user and group nobody, with no other group."""
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+
+
 def as_nobody(work: Callable[[], object]) -> object:
     """``work()`` in a forked child that runs as user nobody when this process is root (root reads every file,
     whatever its mode); its result, or the text of what it raised."""
@@ -81,9 +91,7 @@ def as_nobody(work: Callable[[], object]) -> object:
             if os.geteuid() == 0:
                 with contextlib.suppress(Exception):  # once as root: what it imports on the way is imported (the
                     work()  # other user may not read the checkout, nor Python's own library)
-                os.setgroups([])
-                os.setresgid(65534, 65534, 65534)
-                os.setresuid(65534, 65534, 65534)
+                become_nobody()
             try:
                 result: object = work()
             except Exception as exc:

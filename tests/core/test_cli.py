@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from scanner_service.cli import main
-from tests.conftest import write_h5
+from tests.conftest import NOBODY, become_nobody, write_h5
 
 
 @pytest.fixture
@@ -384,7 +384,6 @@ def test_numpy_starts_no_blas_threads_unless_asked(module: str, given: str | Non
 
 
 DSCAN = [sys.executable, "-m", "scanner_service.cli"]
-NOBODY = 65534
 
 
 def _cli_as_another_user(args: list[str], cwd: Path, before: Any = None) -> tuple[int, str, str]:
@@ -411,9 +410,7 @@ def _cli_as_another_user(args: list[str], cwd: Path, before: Any = None) -> tupl
                 sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
                 sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
                 if os.geteuid() == 0:
-                    os.setgroups([])
-                    os.setresgid(NOBODY, NOBODY, NOBODY)
-                    os.setresuid(NOBODY, NOBODY, NOBODY)
+                    become_nobody()
                 try:
                     cli.run(args)  # (ends the process itself, with the command's exit status)
                     status = 0

@@ -135,9 +135,6 @@ def _libjpeg_turbo_version() -> str:
 
 @functools.cache
 def _describe_judge(judge_key: str, fmt: str) -> str:
-    import PIL
-    from PIL import features
-
     if judge_key == "jpeg":
         import simplejpeg
 
@@ -147,6 +144,9 @@ def _describe_judge(judge_key: str, fmt: str) -> str:
 
         inflater = f"ISA-L {isal.ISAL_VERSION} via isal {isal.__version__}"
         return f"dscan PNG structure check (chunk CRCs; IDAT inflated with {inflater})"
+    import PIL  # only here: a worker that meets no file for Pillow never imports it
+    from PIL import features
+
     library = {"jpeg": "jpg", "tiff": "libtiff", "webp": "webp", "jpeg2000": "jpg_2000", "avif": "avif"}.get(fmt)
     if library == "jpg" and features.check("libjpeg_turbo"):
         library = "libjpeg_turbo"  # 'jpg' is the version of libjpeg's API (6.2), not of the library

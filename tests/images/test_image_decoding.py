@@ -535,3 +535,30 @@ def test_every_picture_of_an_mpo_file_is_checked(rng: np.random.Generator) -> No
     )
     junk = inspect_image(mpo + b"junk after the last picture", "m.jpg")
     assert junk.trailing == 27 and junk.trailing_what == "unknown data"
+
+
+PILLOW_PROBE = """
+import sys
+from scanner_service.runner import scan
+report = scan(sys.argv[1], workers=0)
+print(report.summary.errors, report.summary.warnings, "PIL" in sys.modules)
+"""
+
+
+@pytest.mark.slow
+def test_valid_jpegs_and_pngs_are_judged_without_importing_pillow(tmp_path: Path, rng: np.random.Generator) -> None:
+    """Pillow is imported for the files it judges, not for naming the decoders of the others: a worker that
+    meets only valid JPEGs and PNGs starts faster. A file for Pillow (a GIF) still brings it in."""
+    import sys
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"{i}.jpg").write_bytes(jpeg(rng))
+        (folder / f"{i}.png").write_bytes(png(rng))
+    probe = [sys.executable, "-c", PILLOW_PROBE, str(folder)]
+    out = subprocess.run(probe, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "0", "False"], out.stdout + out.stderr
+    (folder / "3.gif").write_bytes(encode(Image.fromarray(natural(rng)).convert("P"), "GIF"))
+    out = subprocess.run(probe, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "0", "True"], out.stdout + out.stderr

@@ -73,10 +73,23 @@ class RichProgress:
         self.progress.stop()
 
 
+class OutputPath(click.Path):
+    """``--output``'s type: a file path, where an empty value (an unset variable) is refused rather than
+    taken for the current folder."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("the path is empty (an unset variable?)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def scan_options(func: Any) -> Any:
     options = [
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True),
-        click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="write here"),
+        click.option("--output", "-o", type=OutputPath(), help="write here"),
         click.option("--fail-on", type=click.Choice(["error", "warning", "never"]), help="[default: error]"),
         click.option("--num-classes", type=int, help="expected number of classes K"),
         click.option("--batch-size", type=int, help="training batch size B"),
@@ -352,7 +365,7 @@ def _scan_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[s
 
 @main.command("demo")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--output", "-o", type=OutputPath())
 @click.option("--workers", "-j", type=click.IntRange(min=0))
 def demo_command(fmt: str, output: Path | None, workers: int | None) -> None:
     """Build a small dataset with seeded defects in a temporary folder and scan it."""

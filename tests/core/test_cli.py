@@ -210,6 +210,9 @@ def test_an_empty_path_or_an_unwritable_output_is_refused_before_scanning(tmp_pa
     code, out = invoke("scan", str(clean), "--format", "json", "--output", str(missing))
     assert code == 2 and "cannot write the report" in out
     assert not missing.parent.exists()
+    for command in (["scan", str(clean)], ["demo"]):  # `-o "$REPORT"` with REPORT unset: not "a folder"
+        code, out = invoke(*command, "--output", "")
+        assert code == 2 and "--output" in out and "the path is empty" in out, out
 
 
 def test_config_errors_name_their_file(tmp_path: Path, clean: Path) -> None:

@@ -297,6 +297,16 @@ def _search(relative: Path, origin: Path, variable: str, beside: bool) -> Path |
     return None
 
 
+def _register_filters(ds: h5py.Dataset) -> None:
+    """Make the dataset's filters available to HDF5 (hdf5plugin's, when one is missing). A virtual dataset has
+    no filters of its own: its source files may have any, so hdf5plugin is registered for it."""
+    if ds.id.get_create_plist().get_layout() == h5py.h5d.VIRTUAL:
+        with contextlib.suppress(ImportError):
+            importlib.import_module("hdf5plugin")
+        return
+    missing_filters(_filters(ds))
+
+
 def _filters(ds: h5py.Dataset) -> list[int]:
     plist = ds.id.get_create_plist()
     return [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
@@ -917,6 +927,7 @@ class _SegmentReader:
         return int(math.prod(self.shape[1:])) * self.dtype.itemsize
 
     def blocks(self) -> Iterator[Any]:
+        _register_filters(self.ds)  # a fresh worker process registers plugin filters before any read
         if self.seg["labels"]:
             yield from self._label_blocks()
             return
@@ -931,7 +942,6 @@ class _SegmentReader:
             yield from self._sliced_blocks(lambda key: np.ascontiguousarray(self.ds[key]).view(self.dtype))
             return
         plist = self.ds.id.get_create_plist()
-        missing_filters(_filters(self.ds))  # a fresh worker process registers plugin filters here
         layout = plist.get_layout()
         chunks = self.ds.chunks
         if not stored_as_read(self.ds):  # a custom float (bfloat16 ...) that HDF5 converts: only HDF5 reads it

@@ -10,9 +10,10 @@ from pathlib import Path
 import h5py
 import hdf5plugin
 import numpy as np
+import pytest
 
 from scanner_service.demo import corrupt_chunk
-from tests.conftest import codes, finding, run_scan, write_h5
+from tests.conftest import cli_json, codes, finding, run_scan, write_h5
 
 
 def test_corrupt_gzip_chunk_is_reported_and_the_rest_is_scanned(tmp_path: Path, rng: np.random.Generator) -> None:
@@ -99,6 +100,48 @@ def test_missing_filter_names_the_package(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == [["S003", ["filter blosc (id 32001) is not available: install hdf5plugin"]]]
+
+
+@pytest.mark.slow
+def test_plugin_filters_are_registered_for_every_way_of_reading(tmp_path: Path, rng: np.random.Generator) -> None:
+    """In a fresh process, hdf5plugin's filters are registered for compound columns (PyTables and pandas
+    tables), label datasets, complex data and the sources of a virtual dataset, not only for plain numbers:
+    every chunk was a false corrupt-chunk and the NaN and labels in them went unseen."""
+    table = np.zeros(1000, np.dtype([("a", "f4"), ("b", "f8")]))
+    table["a"], table["b"] = rng.random(1000), rng.random(1000)
+    table["a"][123] = np.nan
+    labels = np.arange(1000) % 3
+    labels[500] = -1
+    waves = (rng.random((1000, 4)) + 1j * rng.random((1000, 4))).astype(np.complex64)
+    waves[321, 0] = complex(np.nan, 0)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_h5(folder / "t.h5", {"t": (table, {"chunks": (100,), **hdf5plugin.Blosc()})})
+    write_h5(folder / "y.h5", {"x": rng.random((1000, 4)).astype(np.float32)})
+    with h5py.File(folder / "y.h5", "a") as fh:
+        fh.create_dataset("label", data=labels, chunks=(100,), **hdf5plugin.Zstd())
+    write_h5(folder / "z.h5", {"z": (waves, {"chunks": (100, 4), **hdf5plugin.LZ4()})})
+    code, report = cli_json(folder)
+    places = [(f["code"], loc) for f in report["findings"] for loc in f["locations"]]
+    found = {(c, loc["path"], loc["dataset"], loc["index"]) for c, loc in places}
+    assert found == {
+        ("V001", "t.h5", "/t['a']", 123),
+        ("L002", "y.h5", "/label", 500),
+        ("V001", "z.h5", "/z", 321),
+    }, report["findings"]
+    assert code == 1
+
+    source = tmp_path / "src.h5"
+    column = rng.random(300).astype(np.float32)
+    column[250] = np.nan
+    write_h5(source, {"x": (column, {"chunks": (50,), **hdf5plugin.Zstd()})})
+    layout = h5py.VirtualLayout(shape=(300,), dtype=np.float32)
+    layout[:] = h5py.VirtualSource(str(source), "x", shape=(300,))
+    with h5py.File(tmp_path / "v.h5", "w") as fh:
+        fh.create_virtual_dataset("v", layout, fillvalue=0)
+    code, report = cli_json(tmp_path / "v.h5")
+    found = {(f["code"], loc["dataset"], loc["index"]) for f in report["findings"] for loc in f["locations"]}
+    assert found == {("V001", "/v", 250)}, report["findings"]
 
 
 def test_hdf5_list_file(tmp_path: Path, rng: np.random.Generator) -> None:

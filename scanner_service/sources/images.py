@@ -13,7 +13,9 @@ error page is a finding, not skipped. Skipped, because no loader reads them as i
 loaders do pick up), ``Thumbs.db``/``desktop.ini``, files with extensions of text, code, archives and other
 data formats (``.txt``, ``.csv``, ``.json``, ``.npy`` ...), files with any other extension that is no image
 format's whose first bytes are no image's either (annotation sidecars: ``.pts``, ``.cat``, ``.xlsx``), and
-hidden folders below the top level. Files without an extension are always inspected. The report's ``info``
+in hidden folders (``.git``, ``.ipynb_checkpoints``), files without an image extension (torchvision walks
+hidden folders too, keeping image extensions only). Files without an extension are otherwise always
+inspected. The report's ``info``
 counts what was skipped.
 
 Order and shards. Files are in ImageFolder's order (sorted folders, sorted names within each), which is the
@@ -318,9 +320,10 @@ def walk_files(
     prefix = len(root.rstrip(os.sep)) + 1
     # folder links are followed, as torchvision's os.walk(followlinks=True) does: a folder reached twice is
     # read twice (as the loader reads it), but a link back to a folder above it (a cycle) is not followed
-    stack: list[tuple[str, frozenset[tuple[int, int]]]] = [(folder, _folders_above(folder, root))]
+    start_hidden = os.path.abspath(folder) != os.path.abspath(root) and os.path.basename(folder).startswith(".")
+    stack: list[tuple[str, frozenset[tuple[int, int]], bool]] = [(folder, _folders_above(folder, root), start_hidden)]
     while stack:
-        current, above = stack.pop()
+        current, above, hidden = stack.pop()
         try:
             st = os.stat(current)
             here = (st.st_dev, st.st_ino)
@@ -344,10 +347,10 @@ def walk_files(
             except OSError:
                 is_dir = False
             if is_dir:
-                if entry.name.startswith("."):
-                    skipped["hidden folder"] += 1
-                else:
-                    stack.append((entry.path, above | {here}))
+                stack.append((entry.path, above | {here}, hidden or entry.name.startswith(".")))
+                continue
+            if hidden and os.path.splitext(entry.name)[1].lower() not in IMAGE_EXTENSIONS:
+                skipped["in a hidden folder, no image extension"] += 1  # (.git objects, caches ...)
                 continue
             reason = skip_reason(entry.name)
             if reason is not None:

@@ -56,6 +56,27 @@ def test_imagefolder_classes_include_empty_and_hidden_folders(
     assert "2 files not scanned" in report.info["images.skipped"]
 
 
+def test_images_in_hidden_folders_inside_a_class_are_scanned_as_that_class(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """torchvision's ImageFolder walks every folder below a class, hidden ones included, keeping image
+    extensions: a truncated Jupyter checkpoint copy in dog/.ipynb_checkpoints is a dog that kills the run. A
+    .git folder's objects (no image extension) are no samples, also when .git sits at the top as a class."""
+    for i in range(3):
+        write(f"dog/{i}.jpg", jpeg(rng))
+        write(f"cat/{i}.jpg", jpeg(rng))
+    write("dog/.ipynb_checkpoints/3-checkpoint.jpg", jpeg(rng)[:-400])
+    write("dog/.ipynb_checkpoints/notes-checkpoint.ipynb", b"{}")
+    write(".git/HEAD", b"ref: refs/heads/main\n")
+    write(".git/objects/ab/cdef", b"x\x01blob")
+    report = scan_dir(tmp_path)
+    assert _locs(report, "I003")[0][0] == "dog/.ipynb_checkpoints/3-checkpoint.jpg"
+    assert finding(report, "I002") is None
+    counts = {row.name: row.count for row in report.labels[0].histogram}
+    assert counts == {".git": 0, "cat": 3, "dog": 4}
+    assert report.info["images.skipped"] == "3 files not scanned as images: 3 in a hidden folder, no image extension"
+
+
 def test_flat_folder_is_recursive_and_unlabelled(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     write("top.jpg", jpeg(rng))
     write("sub/deeper/a.png", png(rng))
@@ -68,7 +89,8 @@ def test_flat_folder_is_recursive_and_unlabelled(tmp_path: Path, write: Write, r
     assert report.labels == []
     assert report.info["images.layout"].startswith("flat folder")
     assert (
-        report.info["images.skipped"] == "4 files not scanned as images: 1 .csv, 1 Thumbs.db, 1 hidden, 1 hidden folder"
+        report.info["images.skipped"]
+        == "4 files not scanned as images: 1 .csv, 1 Thumbs.db, 1 hidden, 1 in a hidden folder, no image extension"
     )
     assert codes(report) == set()
 

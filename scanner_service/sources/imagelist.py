@@ -21,6 +21,7 @@ import io
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import SourceNotFound, UnsupportedSource
@@ -121,6 +122,39 @@ def _caffe_misreads(text: str, entry: str, token: str) -> str | None:
     if pos < 0:
         return f"the label is not separated by a space: Caffe reads the whole line {text!r} as the path"
     return f"Caffe reads the path as {path!r} and the label as {label!r} (expected 'path label', one space)"
+
+
+def _csv_records(
+    lines: list[str], start: int, delimiter: str, key_columns: set[int | None]
+) -> Iterator[tuple[int, list[str] | str]]:
+    """(line number of its first line, record) for each CSV record of ``lines`` from index ``start``; a str in
+    place of the record is what is wrong with the record starting on that line. A quoted field that runs over
+    lines in the path or label column, or to the end of the file (an unclosed quote: pandas refuses the file,
+    a lenient reader takes the rest of the file for one cell), is reported at the line where it opens, and
+    reading resumes on the next line, so the lines it swallowed are still read."""
+    while start < len(lines):
+        reader = csv.reader(iter(lines[start:]), delimiter=delimiter)
+        resume = None
+        while True:
+            first = start + reader.line_num + 1  # 1-based number of the record's first line
+            try:
+                record = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:  # a field beyond the size limit: an unclosed quote in a big file
+                yield first, f"unreadable CSV record ({exc}): an unclosed quote?"
+                resume = first
+                break
+            last = start + reader.line_num
+            if last > first:
+                spanning = [i for i, field in enumerate(record) if "\n" in field or "\r" in field]
+                unclosed = last == len(lines) and "".join(lines[first - 1 :]).count('"') % 2 == 1
+                if unclosed or any(i in key_columns for i in spanning):
+                    yield first, f"a quoted field runs from line {first} to line {last}: an unclosed quote?"
+                    resume = first
+                    break
+            yield first, record
+        start = resume
 
 
 def _is_im2rec(lines: list[tuple[int, str]]) -> bool:
@@ -289,12 +323,21 @@ class ImageListSource(ImageFilesSource):
         body = text.lstrip("\r\n")  # blank lines before the header, which pandas skips too
         skipped = text[: len(text) - len(body)].count("\n")
         first = body.split("\n", 1)[0]
-        reader = csv.reader(io.StringIO(body, newline=""), delimiter=_dialect(self.path, first))
-        header = next(reader, None)
+        lines = list(io.StringIO(body, newline=""))
+        delimiter = _dialect(self.path, first)
+        try:
+            header = next(csv.reader(lines[:1], delimiter=delimiter), None)
+        except csv.Error:
+            header = None
         if header is None:
             return []
-        records = [(reader.line_num + skipped, record) for record in reader]
         path_col, label_col = _columns(header)
+        records: list[tuple[int, list[str]]] = []
+        for n, record in _csv_records(lines, 1, delimiter, {path_col, label_col}):
+            if isinstance(record, str):
+                self._syntax(partial, n + skipped, record)
+            else:
+                records.append((n + skipped, record))
         if not any(any(field.strip() for field in record) for _, record in records):
             return []  # a header alone: the list names no file
         rows_only = [record for _, record in records]

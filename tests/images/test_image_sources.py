@@ -253,6 +253,33 @@ def test_csv_with_class_names(tmp_path: Path, write: Write, rng: np.random.Gener
     assert rows == [(0, "cat", 1), (1, "dog", 1)]
 
 
+def test_csv_unclosed_quote_is_a_syntax_error_and_the_lines_it_swallowed_are_still_read(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """An unclosed quote made the rest of the file one label cell (a lenient csv reader's reading): the missing
+    and truncated files after it went unchecked and the list passed; past 128 KB it was a traceback. A quoted
+    caption that spans lines is valid CSV, and its record is placed at its first line."""
+    for i in range(3):
+        write(f"img/{i}.jpg", jpeg(rng))
+    write("img/bad.jpg", jpeg(rng)[:300])
+    write("labels.csv", b'path,label\nimg/0.jpg,0\nimg/1.jpg,"1\nimg/nope.jpg,0\nimg/bad.jpg,1\nimg/2.jpg,1\n')
+    report = scan_dir(tmp_path / "labels.csv")
+    assert _locs(report, "S005") == [("labels.csv", 3, "a quoted field runs from line 3 to line 6: an unclosed quote?")]
+    assert _locs(report, "S004") == [("labels.csv", 4, "img/nope.jpg does not exist")]
+    assert places(report, "I003") == ["img/bad.jpg"]
+
+    write("big.csv", b'path,label\nimg/0.jpg,"1\n' + b"img/2.jpg,0\n" * 12_000)  # beyond csv's field limit
+    report = scan_dir(tmp_path / "big.csv")
+    assert [loc[:2] for loc in _locs(report, "S005")] == [("big.csv", 2)]
+    assert "unclosed quote" in _locs(report, "S005")[0][2]
+    assert report.summary.items_scanned == 12_000
+
+    write("captions.csv", b'path,label,caption\nimg/0.jpg,0,"a dog,\non grass"\nimg/9.jpg,1,x\n')
+    report = scan_dir(tmp_path / "captions.csv")
+    assert finding(report, "S005") is None
+    assert _locs(report, "S004") == [("captions.csv", 4, "img/9.jpg does not exist")]
+
+
 def test_csv_saved_with_a_byte_order_mark(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     """Excel's "CSV UTF-8" starts with a BOM; paths without an extension leave only the header to go by."""
     write("imgs/0", jpeg(rng))

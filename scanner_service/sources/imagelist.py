@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import math
 import os
 import re
 import stat
@@ -117,7 +118,7 @@ def _caffe_misreads(text: str, entry: str, token: str) -> str | None:
     ``entry`` and ``token``: a tab or a no-break space before the label, two spaces, spaces around the line."""
     pos = text.rfind(" ")
     path, label = (text[:pos], text[pos + 1 :]) if pos >= 0 else (text, text)
-    if path == entry and label == token:
+    if path == entry and label.rstrip() == token:  # atoi stops at a tab or no-break space after the digits
         return None
     if pos < 0:
         return f"the label is not separated by a space: Caffe reads the whole line {text!r} as the path"
@@ -155,6 +156,12 @@ def _csv_records(
                     break
             yield first, record
         start = resume
+
+
+def _atoi(token: str) -> int:
+    """C's ``atoi``, as Caffe reads a label: the leading sign and digits, 0 when there are none."""
+    found = re.match(r"\s*[+-]?[0-9]+", token)
+    return int(found.group()) if found else 0
 
 
 def _is_im2rec(lines: list[tuple[int, str]]) -> bool:
@@ -291,7 +298,8 @@ class ImageListSource(ImageFilesSource):
         filled = [text for _, text in lines if text.strip()]
         tabbed = sum("\t" in text.strip() for text in filled) * 2 > len(filled)  # "path<TAB>label" lines
         parsed = [(n, text, *(split_tabbed(text) if tabbed else split_line(text))) for n, text in lines if text.strip()]
-        labelled = any(token is not None for _, _, _, token in parsed)
+        # labelled when most lines carry a label (one comment line does not make a list of paths a labelled one)
+        labelled = sum(token is not None for _, _, _, token in parsed) * 2 >= len(parsed) > 0
         if labelled:  # (an unlabelled list is no Caffe list)
             for n, text in lines:
                 if not text.strip():  # std::getline hands Caffe an empty line: an empty path
@@ -299,7 +307,10 @@ class ImageListSource(ImageFilesSource):
         rows: list[tuple[int, str, int | float | str | None]] = []
         for n, text, entry, token in parsed:
             if not labelled:
-                rows.append((n, entry, None))
+                if text.lstrip().startswith("#"):  # no list reader skips comments: it is read as a file name
+                    self._syntax(partial, n, "a comment line: list readers take it for a file name")
+                else:
+                    rows.append((n, entry, None))
                 continue
             misread = None if tabbed or token is None else _caffe_misreads(text, entry, token)
             if misread is not None:
@@ -314,6 +325,10 @@ class ImageListSource(ImageFilesSource):
             label = _number(token)
             if label is None:
                 self._syntax(partial, n, f"label {token!r} is not a number (expected 'path label')")
+                continue
+            if isinstance(label, float) and "e" in token.lower() and math.isfinite(label):
+                # Caffe's atoi reads '1e3' as 1, Python's int() refuses it: no reader gets 1000
+                self._syntax(partial, n, f"label {token!r} has an exponent (Caffe reads {_atoi(token)}, int() fails)")
                 continue
             rows.append((n, entry, label))
         return rows

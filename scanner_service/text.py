@@ -14,9 +14,11 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel
 from pydantic_core import PydanticSerializationError
 
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ufffe\uffff]")
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\xad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff\ufffe\uffff]")
 """Characters no report may carry raw: control characters (a terminal runs escape sequences, XML 1.0 forbids
-them) and the two non-characters XML forbids."""
+them), the two non-characters XML forbids, and invisible format characters (a byte order mark left inside a
+concatenated list, zero-width spaces, direction overrides): shown raw, 'img/2.jpg does not exist' would name
+a file that does exist."""
 
 
 def _spell(match: re.Match[str]) -> str:

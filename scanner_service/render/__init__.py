@@ -20,6 +20,7 @@ MEDIA_TYPES = {
 NOTES = (
     "hdf5.not_scanned",
     "hdf5.images_not_scanned",
+    "hdf5.other_formats",
     "hdf5.matlab",
     "images.skipped",
     "lmdb.text_records",

@@ -40,7 +40,7 @@ from ..statistics import channel_layout, complex_parts
 from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_chunks import ChunkIndex, chunk_index
-from .hdf5_files import folder_contents, is_hdf5_source
+from .hdf5_files import folder_contents, is_hdf5_source, other_version
 from .walk import LINK_OUT, UNLISTABLE, Outside
 
 ZLIB_ERROR: type[Exception] = deflate.DeflateError
@@ -398,6 +398,17 @@ class Hdf5Source(Source):
             partial.add("S001", Location(path=self.relative(Path(link)), detail=LINK_OUT))
         for folder in contents.unlistable:
             partial.add("S001", Location(path=self.relative(Path(folder)), detail=UNLISTABLE))
+        other: list[str] = []
+        for path in contents.other_versions:
+            what, damaged = other_version(path)
+            if damaged:
+                partial.add("S001", Location(path=self.relative(Path(path)), detail=what))
+            else:
+                other.append(f"{self.relative(Path(path))} ({what})")
+        if other:
+            shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+            count = f"{len(other)} file{'s' if len(other) > 1 else ''}"
+            partial.info["hdf5.other_formats"] = f"{count} of a version that is no HDF5, not scanned: {shown}"
         images = len(contents.images)
         if images:
             partial.info["hdf5.images_not_scanned"] = (

@@ -57,6 +57,8 @@ class FolderContents:
     """Links a confined scan does not follow (they resolve outside its roots)."""
     unlistable: list[str] = field(default_factory=list)
     """Folders below it that cannot be listed."""
+    other_versions: list[str] = field(default_factory=list)
+    """netCDF and MATLAB files without HDF5's signature: another version of the format, or damaged."""
 
     @property
     def hdf5(self) -> list[str]:
@@ -74,9 +76,41 @@ def folder_contents(folder: Path, outside: Outside | None = None) -> FolderConte
             contents.images.append(path)
         elif suffix in SUFFIXES:
             contents.named.append(path)
-        elif suffix in MAYBE_SUFFIXES and has_signature(Path(path)):
-            contents.maybe.append(path)
+        elif suffix in MAYBE_SUFFIXES:
+            (contents.maybe if has_signature(Path(path)) else contents.other_versions).append(path)
     return contents
+
+
+OTHER_FORMATS = (
+    (b"CDF\x01", "netCDF-3 classic"),
+    (b"CDF\x02", "netCDF-3 64-bit offset"),
+    (b"CDF\x05", "netCDF-3 64-bit data"),
+    (b"MATLAB 5.0", "MATLAB v5"),
+    (b"\xcd\xf3\x00\x01", "NASA CDF"),
+    (b"\xcd\xf2\x60\x02", "NASA CDF"),
+    (b"\x0e\x03\x13\x01", "HDF4"),
+)
+"""First bytes of the versions of these formats that are no HDF5 (dscan does not read them)."""
+
+
+def other_version(path: str) -> tuple[str, bool]:
+    """What a netCDF or MATLAB file without HDF5's signature is: (description, damaged). Damaged: empty, cut
+    inside a header, or starting like no version of its format (a netCDF-4 file whose first bytes are lost)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}", True
+    if not head:
+        return "empty file (0 bytes)", True
+    for magic, name in OTHER_FORMATS:
+        if head.startswith(magic):
+            return name, False
+        if len(head) < len(magic) and magic.startswith(head):
+            return f"truncated: {len(head)} bytes, the start of a {name} header", True
+    if SIGNATURE.startswith(head[:8]) and len(head) < 8:
+        return f"truncated: {len(head)} bytes, the start of an HDF5 (netCDF-4) header", True
+    return f"no HDF5 signature and no other version's header (first bytes {head[:8].hex(' ')})", True
 
 
 def _bytes(paths: list[str]) -> int:

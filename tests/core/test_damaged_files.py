@@ -144,6 +144,27 @@ def test_plugin_filters_are_registered_for_every_way_of_reading(tmp_path: Path, 
     assert found == {("V001", "/v", 250)}, report["findings"]
 
 
+def test_netcdf_and_matlab_files_that_are_no_hdf5_are_named_in_a_folder(tmp_path: Path) -> None:
+    """In a folder of HDF5 data, a .nc or .mat file without HDF5's signature was left out without a word: an
+    empty or cut netCDF-4 file (a partial download) is unreadable-file; a netCDF-3 or MATLAB v5 file, which
+    dscan does not read, is named in a note."""
+    write_h5(tmp_path / "day01.nc", {"t": np.ones((4, 2), np.float32)})
+    (tmp_path / "day02.nc").write_bytes(b"")
+    (tmp_path / "day03.nc").write_bytes(b"\x89HDF")
+    (tmp_path / "day04.nc").write_bytes(b"CDF\x01" + bytes(60))
+    (tmp_path / "old.mat").write_bytes(b"MATLAB 5.0 MAT-file, Platform: GLNXA64" + bytes(90))
+    report = run_scan(tmp_path)
+    unreadable = finding(report, "S001")
+    assert [(loc.path, loc.detail) for loc in unreadable.locations] == [
+        ("day02.nc", "empty file (0 bytes)"),
+        ("day03.nc", "truncated: 4 bytes, the start of an HDF5 (netCDF-4) header"),
+    ]
+    assert report.info["hdf5.other_formats"] == (
+        "2 files of a version that is no HDF5, not scanned: day04.nc (netCDF-3 classic), old.mat (MATLAB v5)"
+    )
+    assert report.summary.items_scanned == 4
+
+
 def test_hdf5_list_file(tmp_path: Path, rng: np.random.Generator) -> None:
     data = rng.normal(size=(20, 3)).astype(np.float32)
     data[5, 2] = np.nan

@@ -108,7 +108,7 @@ def other_version(path: str) -> tuple[str, bool]:
             return name, False
         if len(head) < len(magic) and magic.startswith(head):
             return f"truncated: {len(head)} bytes, the start of a {name} header", True
-    if SIGNATURE.startswith(head[:8]) and len(head) < 8:
+    if len(head) < len(SIGNATURE) and SIGNATURE.startswith(head):
         return f"truncated: {len(head)} bytes, the start of an HDF5 (netCDF-4) header", True
     return f"no HDF5 signature and no other version's header (first bytes {head[:8].hex(' ')})", True
 

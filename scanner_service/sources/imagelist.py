@@ -160,7 +160,7 @@ def _csv_records(
 
 def _atoi(token: str) -> int:
     """C's ``atoi``, as Caffe reads a label: the leading sign and digits, 0 when there are none."""
-    found = re.match(r"\s*[+-]?[0-9]+", token)
+    found = INTEGER.match(token.lstrip())
     return int(found.group()) if found else 0
 
 

@@ -349,7 +349,8 @@ def walk_files(
             if is_dir:
                 stack.append((entry.path, above | {here}, hidden or entry.name.startswith(".")))
                 continue
-            if hidden and os.path.splitext(entry.name)[1].lower() not in IMAGE_EXTENSIONS:
+            ext = os.path.splitext(entry.name)[1].lower()
+            if hidden and ext not in IMAGE_EXTENSIONS:
                 skipped["in a hidden folder, no image extension"] += 1  # (.git objects, caches ...)
                 continue
             reason = skip_reason(entry.name)
@@ -365,7 +366,6 @@ def walk_files(
                     skipped["not a regular file"] += 1
                     continue
                 size = st.st_size
-                ext = os.path.splitext(entry.name)[1].lower()
                 if ext and ext not in IMAGE_EXTENSIONS and not probe(entry.path):
                     skipped[printable(ext)] += 1  # a sidecar file (annotations, landmarks ...): no loader reads it
                     continue

@@ -5,37 +5,61 @@ from __future__ import annotations
 from typing import Any
 
 
-def gif_end(data: Any) -> tuple[int, str | None]:
+def gif_end(data: Any) -> tuple[int, str | None, str | None]:
     """Offset just past the GIF trailer (0x3B), or -1 and what broke the block structure before it: the file
     ends (no trailer), or a byte that starts no block (damage: a decoder stops there, and the frames after it
-    are lost without an error)."""
+    are lost without an error). Third, a note on runs of zero bytes between blocks (an encoder's stray block
+    terminators), which Pillow and ImageMagick skip, reading every frame after them, and giflib refuses."""
     n = len(data)
     if n < 13:
-        return -1, "the file ends inside the GIF header"
+        return -1, "the file ends inside the GIF header", None
     packed = data[10]
     pos = 13 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)
+    stray = 0
+    first_stray = -1
     while pos < n:
         block = data[pos]
+        if block == 0:
+            run = pos
+            while run < n and data[run] == 0:
+                run += 1
+            if run == n or data[run] in (0x21, 0x2C, 0x3B):  # zeros, then the structure goes on (or the end)
+                stray += run - pos
+                first_stray = pos if first_stray < 0 else first_stray
+                pos = run
+                if pos == n:
+                    break
+                block = data[pos]
+        note = _stray_note(stray, first_stray)
         if block == 0x3B:
-            return pos + 1, None
+            return pos + 1, None, note
         if block == 0x21:
             pos += 2
         elif block == 0x2C:
             if pos + 10 > n:
-                return -1, NO_TRAILER
+                return -1, NO_TRAILER, note
             local = data[pos + 9]
             pos += 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0) + 1  # descriptor, palette, LZW size
         else:
-            return -1, (
+            return (
+                -1,
                 f"damaged GIF block structure: byte {pos:,} (0x{block:02x}) starts no block, {n - pos:,} bytes "
-                "before the end of the file (the frames after it are lost)"
+                "before the end of the file (the frames after it are lost)",
+                note,
             )
         while pos < n:  # data sub-blocks, ended by a zero-length block
             size = data[pos]
             pos += 1 + size
             if size == 0:
                 break
-    return -1, NO_TRAILER
+    return -1, NO_TRAILER, _stray_note(stray, first_stray)
+
+
+def _stray_note(count: int, first: int) -> str | None:
+    if not count:
+        return None
+    zeros = "1 zero byte" if count == 1 else f"{count:,} zero bytes"
+    return f"{zeros} between GIF blocks from byte {first:,} (Pillow skips them; giflib refuses the file)"
 
 
 NO_TRAILER = "no GIF trailer: the file ends inside or right after the last frame"

@@ -186,10 +186,12 @@ def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:
         verdict.damage.append(f"page {page}, {problem}" if verdict.frames > 1 else problem)
 
 
-def _container_end(data: Any, verdict: Verdict, gif: tuple[int, str | None] | None) -> None:
+def _container_end(data: Any, verdict: Verdict, gif: tuple[int, str | None, str | None] | None) -> None:
     """Trailing data and truncation by the container's own structure (``gif``: ``gif_end``'s answer)."""
     if gif is not None:
-        end, problem = gif
+        end, problem, stray = gif
+        if stray is not None:
+            verdict.damage.append(stray)
         if problem is not None:
             if problem == NO_TRAILER:
                 verdict.damage.append(problem)

@@ -147,6 +147,8 @@ def _inflate(parts: list[Any], expected: int, what: str, damage: list[str]) -> b
     exactly what is wrong with a damaged stream.
     """
     stream = parts[0] if len(parts) == 1 else b"".join(parts)
+    if len(stream) and stream[0] >> 4 > 7:  # ISA-L ignores the window size; zlib (Pillow, libpng) refuses it
+        raise PngError(f"{what}: invalid compressed data (the zlib header declares a window above 32 KB)")
     d = fast_zlib.decompressobj()
     try:
         raw = d.decompress(stream, expected + 1)

@@ -101,6 +101,27 @@ def test_png_short_rows_and_extra_data() -> None:
     assert open_ended.damage == ["IDAT: the zlib stream is not terminated (no checksum)"]
 
 
+def test_png_zlib_window_above_32k_is_an_error() -> None:
+    """A zlib header whose window size field is above 7 (more than 32 KB): zlib, hence Pillow ("broken data
+    stream") and libpng, refuse it; ISA-L inflates it anyway, so it is checked before inflating. Smaller
+    windows are valid."""
+    pixels = np.arange(64, dtype=np.uint8).reshape(8, 8)
+    raw = b"".join(b"\x00" + bytes(r) for r in pixels)
+    header = chunk(b"IHDR", (8).to_bytes(4, "big") * 2 + bytes([8, 0, 0, 0, 0]))
+    deflated = zlib.compress(raw)[2:]
+    for cinfo in (0, 7, 8, 15):
+        cmf = cinfo << 4 | 8
+        flg = (31 - (cmf << 8) % 31) % 31
+        data = b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", bytes([cmf, flg]) + deflated) + chunk(b"IEND", b"")
+        v = inspect_image(data, "w.png")
+        if cinfo <= 7:
+            assert (v.error, v.damage) == (None, []), v
+            continue
+        assert v.error == "IDAT: invalid compressed data (the zlib header declares a window above 32 KB)", v
+        with pytest.raises(OSError), Image.open(io.BytesIO(data)) as im:
+            im.load()
+
+
 def test_apng_every_frame_is_checked(rng: np.random.Generator) -> None:
     frames = [Image.fromarray(natural(rng, 24, 24)) for _ in range(3)]
     data = encode(frames[0], "PNG", save_all=True, append_images=frames[1:], duration=50)
@@ -247,6 +268,28 @@ def _gif_frames_lost_silently_are_an_error(rng: np.random.Generator) -> None:
     for damaged in silent:
         v = inspect_image(damaged, "a.gif")
         assert v.error is not None and v.error.startswith("damaged GIF block structure"), v
+
+
+def test_zero_bytes_between_gif_blocks_lose_no_frame(rng: np.random.Generator) -> None:
+    """Stray zero bytes between a frame's end and the next block (an encoder's extra block terminators):
+    Pillow (and ImageMagick) skip them and read every frame, so the file is damaged data, not an error that
+    says the frames after them are lost; zeros that run to the end of the file are the missing trailer."""
+    frames = [Image.fromarray(natural(rng, 40, 40)).convert("P") for _ in range(3)]
+    gif = encode(frames[0], "GIF", save_all=True, append_images=frames[1:])
+    at = gif.rindex(b"\x00\x21\xf9") + 1  # after the second frame's data, before the last frame's control block
+    for count in (1, 3):
+        padded = gif[:at] + bytes(count) + gif[at:]
+        assert _pillow_frames(padded) == 3
+        v = inspect_image(padded, "a.gif")
+        assert v.error is None and v.frames == 3, v
+        assert v.damage == [
+            f"{count} zero byte{'s' if count > 1 else ''} between GIF blocks from byte {at:,}"
+            " (Pillow skips them; giflib refuses the file)"
+        ]
+    v = inspect_image(gif[:-1] + bytes(5), "a.gif")
+    assert v.error is None and v.frames == 3, v
+    assert v.damage[-1].startswith("no GIF trailer")
+    assert inspect_image(gif[:at] + b"\x07" + gif[at:], "a.gif").error is not None  # no zero: still lost
 
 
 def test_damage_inside_a_jpeg_compressed_tiff_page_is_damaged_data(rng: np.random.Generator) -> None:

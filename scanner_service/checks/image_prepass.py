@@ -1,7 +1,8 @@
 """The work every image check shares, done once per encoded image (``engine.PREPASS["image"]``).
 
 It inspects the bytes (``scanner_service.imaging.inspect_image``), records which decoder judged them in the
-partial's ``info``, and reports NaN/Inf pixels of float images as ``nan-value``/``inf-value`` at the file.
+partial's ``info``, and reports NaN/Inf pixels of float images as ``nan-value``/``inf-value`` at the file
+(naming the pages of a multi-page file that hold them).
 The image checks' hooks read the returned ``Verdict``; none of them decodes anything again.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from ..context import ScanContext
 from ..imaging import Verdict, decoder_entry, inspect_image
+from ..imaging.verdict import on_pages
 from ..items import EncodedImage
 from ..location import Location
 
@@ -26,13 +28,13 @@ def inspect_item(item: EncodedImage, ctx: ScanContext) -> Verdict:
     if verdict.nan:
         ctx.emit(
             "V001",
-            detail(item, f"{verdict.nan} NaN pixel value{'s' if verdict.nan > 1 else ''}"),
+            detail(item, on_pages(verdict.nan, verdict.nan_pages, "NaN")),
             verdict.nan,
         )
     if verdict.inf:
         ctx.emit(
             "V002",
-            detail(item, f"{verdict.inf} infinite pixel value{'s' if verdict.inf > 1 else ''}"),
+            detail(item, on_pages(verdict.inf, verdict.inf_pages, "infinite")),
             verdict.inf,
         )
     return verdict

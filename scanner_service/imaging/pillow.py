@@ -93,12 +93,18 @@ def _constant(im: Image.Image) -> str | None:
     return None
 
 
-def _float_frame(im: Image.Image, verdict: Verdict) -> None:
+def _float_frame(im: Image.Image, page: int, verdict: Verdict) -> None:
+    """NaN and Inf pixels of one frame (``page``: its number, named where the file has more than one)."""
     arr = np.asarray(im, dtype=np.float32)
     nan = int(np.isnan(arr).sum())
     inf = int(np.isinf(arr).sum())
     verdict.nan += nan
     verdict.inf += inf
+    if verdict.frames > 1:
+        if nan:
+            verdict.nan_pages += ((page, nan),)
+        if inf:
+            verdict.inf_pages += ((page, inf),)
     if verdict.frames == 1 and nan + inf == 0 and arr.size and float(arr.min()) == float(arr.max()):
         verdict.constant = _value_text(float(arr.flat[0]))
 
@@ -156,10 +162,11 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
                     verdict.bomb = f"frame {i}: {w}×{h} = {w * h:,} pixels declared (limit {max_pixels:,})"
                     return
             im.load()
+            page = 0 if i is None else i
             if verdict.format == "tiff":
-                _strips(data, im, 0 if i is None else i, verdict)
+                _strips(data, im, page, verdict)
             if im.mode == "F":
-                _float_frame(im, verdict)
+                _float_frame(im, page, verdict)
             elif i is None and frames == 1 and constant:
                 verdict.constant = _constant(im)
         if frames > 1:
@@ -220,5 +227,16 @@ def constant_value(data: Any) -> str | None:
             with Image.open(io.BytesIO(data)) as im:
                 im.load()
                 return _constant(im)
+        except Exception:
+            return None
+
+
+def palette_indices(data: Any) -> np.ndarray | None:
+    """The palette indices of a palette image's first frame as Pillow decodes them (H, W), else None."""
+    with _own_limits(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with Image.open(io.BytesIO(data)) as im:
+                return np.asarray(im) if im.mode == "P" else None
         except Exception:
             return None

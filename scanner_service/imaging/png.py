@@ -9,7 +9,10 @@ CRCs but not the compressed stream. This check does both, and more, without unfi
 - the whole zlib stream of IDAT inflated (ISA-L), its size exactly what the header implies, Adam7
   interlacing and bit depth included, and every row's filter type valid;
 - every frame of an animated PNG (fcTL/fdAT: sequence numbers, frame size, inflated size);
-- IEND present, and any bytes after it (trailing data);
+- IEND present and empty (a body is judged as a damaged ancillary chunk is), and any bytes after it
+  (trailing data);
+- palette indices beyond the PLTE entries (``_beyond_palette``), where the palette is shorter than the bit
+  depth can index;
 - the contents of the standard ancillary chunks (``_Ancillary``): their lengths and values, the chunks
   that may appear once, the places the spec gives them (before IDAT, before or after PLTE), and Pillow's
   own limits on compressed text and ICC profiles. Only these small chunks are read, never IDAT again.
@@ -19,7 +22,8 @@ decodes the file; where it fails (a short gAMA: "Truncated gAMA chunk"), the fil
 spec's rule and Pillow's reason, where it still loads the image, the problem is kept as damage.
 
 Pixels are looked at only when the compressed data is suspiciously small (a constant image compresses
-to almost nothing): then Pillow decodes it to confirm.
+to almost nothing): then Pillow decodes it to confirm; and for the palette indices of a short palette in
+filtered rows, which Pillow decodes too.
 """
 
 from __future__ import annotations
@@ -137,6 +141,42 @@ def _bad_filter_row(
     if bad.size == 0:
         return None
     return int(bad[0]), int(found[bad[0]])
+
+
+def _beyond_palette(data: Any, raw: bytes | bytearray, head: _Header, entries: int) -> str | None:
+    """The first pixel whose palette index is beyond the PLTE's ``entries`` (libpng warns, Pillow decodes it to
+    an undefined colour), else None; only asked where the palette is shorter than the bit depth can index.
+
+    Unfiltered rows (filter type 0 throughout, as Pillow writes 8-bit palettes) are read as they are; else
+    Pillow's decoded indices are (unfiltering here would cost as much as decoding)."""
+    width, height, depth = head.width, head.height, head.depth
+    stride = 1 + (width * depth + 7) // 8
+    packed = np.frombuffer(raw, np.uint8)
+    if not head.interlace and not packed[::stride].any():
+        if depth == 8 and int(packed.max()) < entries:  # the filter bytes are 0: the maximum is the pixels'
+            return None
+        rows = packed.reshape(height, stride)[:, 1:]
+        indices: np.ndarray[Any, Any] = rows
+        if depth < 8:  # the pixels packed in each byte, high bits first (the row's padding bits cut off below)
+            shifts = np.arange(8 - depth, -1, -depth, dtype=np.uint8)
+            indices = ((rows[:, :, None] >> shifts) & ((1 << depth) - 1)).reshape(height, -1)
+        indices = indices[:, :width]
+    else:
+        from .pillow import palette_indices  # Pillow is imported only for these files
+
+        decoded = palette_indices(data)
+        if decoded is None:
+            return None
+        indices = decoded
+    out = np.flatnonzero(indices >= entries)
+    if out.size == 0:
+        return None
+    row, column = divmod(int(out[0]), width)
+    count = f"{out.size:,} pixels" if out.size > 1 else "1 pixel"
+    return (
+        f"IDAT: palette index {int(indices[row, column])} beyond the {entries}-entry palette"
+        f" (row {row}, column {column}; {count} out of range)"
+    )
 
 
 def _inflate(parts: list[Any], expected: int, what: str, damage: list[str]) -> bytes | bytearray:
@@ -307,6 +347,8 @@ def _check(
                     raise PngError("APNG: fdAT before any fcTL")
                 frames[-1].data.append(body[4:])
             elif ctype == b"IEND":
+                if len(body) and anc is not None:
+                    anc.problems.append(f"IEND chunk carries {_size(len(body))} (the PNG spec says 0)")
                 end_of_image = end
                 break
             elif ctype not in KNOWN_CRITICAL and 65 <= ctype[0] <= 90:
@@ -327,6 +369,10 @@ def _check(
     bad = _bad_filter_row(raw, head.width, head.height, head.bits, head.interlace)
     if bad is not None:
         raise PngError(f"IDAT: invalid filter type {bad[1]} in row {bad[0]}")
+    if anc is not None and head.colour == 3 and anc.palette < 1 << head.depth:
+        beyond = _beyond_palette(data, raw, head, anc.palette)
+        if beyond is not None:
+            v.damage.append(beyond)
     if frames:
         _check_frames(frames, frame_count, head, idat, v.damage)
         v.frames = len(frames)
@@ -497,6 +543,15 @@ class _Ancillary:
                 f"tRNS chunk is {_size(len(body))} (the PNG spec says {TRNS_LENGTH[colour]}"
                 f" for {COLOUR_NAMES[colour]} images)"
             )
+        elif self.depth < 16:
+            top = (1 << self.depth) - 1
+            values = tuple(int.from_bytes(body[i : i + 2], "big") for i in range(0, len(body), 2))
+            if max(values) > top:
+                shown = values[0] if len(values) == 1 else values
+                self.problems.append(
+                    f"tRNS chunk: transparent {COLOUR_NAMES[colour]} value {shown} outside 0-{top}"
+                    f" (the range of {self.depth}-bit samples)"
+                )
 
     def _gama(self, name: str, body: memoryview) -> None:
         if not any(body):

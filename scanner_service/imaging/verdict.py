@@ -42,6 +42,11 @@ class Verdict:
     orientation: int | None = None
     nan: int = 0
     inf: int = 0
+    nan_pages: tuple[tuple[int, int], ...] = ()
+    """Of a multi-page float image: (page, NaN count) of each page holding NaN, pages numbered from 0 as
+    Pillow's ``seek`` numbers them. Empty for a single image."""
+    inf_pages: tuple[tuple[int, int], ...] = ()
+    """The same for infinite values."""
     judge: str = ""
     """Key of the decoder that judged the image (see ``scanner_service.imaging.decoders``)."""
 
@@ -56,3 +61,21 @@ class Verdict:
         if not self.usable or not self.mode:
             return None
         return self.mode in GRAY_MODES
+
+
+PAGES_NAMED = 3
+"""Pages named in a detail of NaN or Inf pixels; the rest are counted."""
+
+
+def on_pages(count: int, pages: tuple[tuple[int, int], ...], what: str) -> str:
+    """A count of pixels (``what``: 'NaN', 'infinite') as a finding's detail: '2 NaN pixel values', and in a
+    multi-page image the pages that hold them, 'page 1, 2 NaN pixel values; page 3, 1 NaN pixel value'."""
+
+    def values(n: int) -> str:
+        return f"{n:,} {what} pixel value{'s' if n > 1 else ''}"
+
+    if not pages:
+        return values(count)
+    named = "; ".join(f"page {page}, {values(n)}" for page, n in pages[:PAGES_NAMED])
+    rest = len(pages) - PAGES_NAMED
+    return f"{named}; {rest} more pages ({values(count)} in all)" if rest > 0 else named

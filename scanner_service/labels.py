@@ -32,7 +32,12 @@ def integral_mask(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Which labels are whole, non-negative numbers (valid class ids before the K bound)."""
     mask: np.ndarray[Any, Any]
     if values.dtype.kind in "iub":
-        mask = values >= 0 if values.dtype.kind == "i" else np.ones(values.shape, bool)
+        if values.dtype.kind == "i":
+            mask = values >= 0
+        elif values.dtype.itemsize == 8:  # uint64 beyond int64: an int64 class id (torch's) makes them negative
+            mask = values <= np.iinfo(np.int64).max
+        else:
+            mask = np.ones(values.shape, bool)
         return mask
     # beyond 2**53 a float no longer holds every whole number: no class id (2**53 itself overflows float16)
     with np.errstate(invalid="ignore", over="ignore"):

@@ -45,6 +45,8 @@ def _describe(value: Any, num_classes: int | None) -> str:
     if num_classes is not None and v >= num_classes and v == int(v):
         whole = int(value) if isinstance(value, np.integer | int) else int(v)  # uint64 is exact only as an int
         return f"label {whole} ≥ num_classes {num_classes}"
+    if isinstance(value, np.unsignedinteger) and int(value) > np.iinfo(np.int64).max:
+        return f"label {int(value)} does not fit int64 (cast to int64, as loaders do, it is {int(value) - 2**64})"
     return f"non-integer label {value}"
 
 

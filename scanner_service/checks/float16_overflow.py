@@ -45,4 +45,6 @@ def on_numeric(block: NumericBlock, summary: BlockSummary, ctx: ScanContext) -> 
         return
     with np.errstate(invalid="ignore"):
         mask = np.isfinite(summary.values) & (np.abs(summary.values) >= FLOAT16_INF)
+    for value in block.meta.missing:  # a declared missing value (netCDF's fill 9.97e36) is missing-value's
+        mask &= summary.values != value
     emit_samples(ctx, CHECK.code, block, mask, _detail)

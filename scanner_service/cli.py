@@ -94,7 +94,9 @@ def scan_options(func: Any) -> Any:
         click.option("--num-classes", type=int, help="expected number of classes K"),
         click.option("--batch-size", type=int, help="training batch size B"),
         click.option(
-            "--labels", help="path of the labels dataset inside HDF5 files [default: any label, labels, y, target(s)]"
+            "--labels",
+            help="labels inside HDF5 files: a path (/train/cls), or a name for every group "
+            "[default: label(s), y, target(s), also as y_train, test_labels ...]",
         ),
         click.option("--select", help="only these checks: codes, prefixes or slugs, comma-separated"),
         click.option("--ignore", help="skip these checks: codes, prefixes or slugs, comma-separated"),

@@ -21,6 +21,7 @@ import importlib
 import itertools
 import math
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,10 +100,25 @@ def open_h5(path: Path) -> h5py.File:
             raise exc from None  # a writer that is not in SWMR mode: the first reason is the one to read
 
 
+SPLITS = {
+    **dict.fromkeys(("train", "training"), "train"),
+    **dict.fromkeys(("test", "testing"), "test"),
+    **dict.fromkeys(("val", "valid", "validation", "dev"), "val"),
+}
+"""Words that name a split of the data in a dataset's name (``X_train``, ``y_val``), and the split each names."""
+
+
 def is_label_name(name: str, labels_option: str | None) -> bool:
+    """Whether a dataset is labels: ``--labels`` as a path (``/train/y``), or a bare name (``y``) that names
+    datasets in any group, as the default names do; without it, one of the default names, alone or with the
+    name of a split (``y_train``, ``test_labels``: Keras-style files)."""
     if labels_option:
-        return name == labels_option or name.lstrip("/") == labels_option.lstrip("/")
-    return name.rsplit("/", 1)[-1].lower() in LABEL_NAMES
+        if "/" not in labels_option:
+            return name.rsplit("/", 1)[-1] == labels_option
+        return name.lstrip("/") == labels_option.lstrip("/")
+    base = name.rsplit("/", 1)[-1].lower()
+    words = set(filter(None, re.split(r"[^a-z]+", base)))
+    return base in LABEL_NAMES or (len(words) == 2 and bool(words & LABEL_NAMES) and bool(words & SPLITS.keys()))
 
 
 NETCDF_PLACEHOLDER = b"This is a netCDF dimension but not a netCDF variable"
@@ -315,6 +331,12 @@ def _filters(ds: h5py.Dataset) -> list[int]:
 BISECT_READS = 8192
 """Reads spent halving one failed row range of an unchunked dataset: enough to isolate a few damaged runs down
 to the row; a range bad throughout is reported in coarser pieces once they are spent."""
+
+
+def _split_of(name: str) -> str | None:
+    """The split a dataset's name names (``/X_train`` and ``/train_labels``: train), None for none."""
+    words = re.split(r"[^a-z]+", name.rsplit("/", 1)[-1].lower())
+    return next((SPLITS[w] for w in words if w in SPLITS), None)
 
 
 def _chunk_label(offset: tuple[int, ...], chunks: tuple[int, ...]) -> str:
@@ -638,9 +660,8 @@ class Hdf5Source(Source):
                     sub = dtype[f]
                     named = f"{shown}['{f}']"
                     one = len(shape) == 1 and sub.shape == ()
-                    chosen = (
-                        is_label_name(named, self.config.labels) if self.config.labels else f.lower() in LABEL_NAMES
-                    )
+                    labels = self.config.labels
+                    chosen = (is_label_name(named, labels) or f == labels) if labels else f.lower() in LABEL_NAMES
                     rows = (*(shape or (1,)), *sub.shape)
                     found.append(_Dataset(named, rows, sub.base, None, one and chosen, full, f))
                 return
@@ -770,11 +791,16 @@ class Hdf5Source(Source):
     def _check_lengths(self, datasets: list[_Dataset], rel: str, line: int | None, partial: Partial) -> None:
         """Labels against the data beside them: the datasets of their group within a factor of 2 of their
         length. Those further off are other tables (a mean image, class weights, a validation split), not
-        the samples these labels belong to."""
+        the samples these labels belong to; so are those named for another split (``X_test`` beside
+        ``y_train``)."""
         for label in (d for d in datasets if d.is_label):
             group = label.name.rsplit("/", 1)[0]
+            split = _split_of(label.name)
             for data in datasets:
                 if data.is_label or data.name.rsplit("/", 1)[0] != group or not data.shape:
+                    continue
+                other = _split_of(data.name)
+                if split is not None and other is not None and other != split:
                     continue
                 if data.rows != label.rows and label.rows <= 2 * data.rows and data.rows <= 2 * label.rows:
                     partial.add(
@@ -912,7 +938,7 @@ class _SegmentReader:
         self.chunks: tuple[int, ...] | None = self.ds.chunks
         self.raw = aligned_buffer(0)
         """The stored (compressed) bytes of the chunk being decoded."""
-        axis, channels = channel_layout(self.shape)
+        axis, channels = channel_layout(self.shape, channels_last=True)
         self.meta = DatasetMeta(
             stats_key=f"{self.rel}::{self.name}",
             path=self.rel,
@@ -1027,7 +1053,7 @@ class _SegmentReader:
             try:
                 data = rows(r, r + n)
             except (OSError, RuntimeError, ValueError) as exc:
-                yield from self._isolate_rows(r, r + n, rows, self._row_block, exc)
+                yield from self._isolate_rows(r, r + n, rows, self._row_block, exc, region=read)
                 continue
             yield self._block(data, (r, *rest))
 
@@ -1035,23 +1061,55 @@ class _SegmentReader:
         return self._block(data, (start, *((0,) * (len(self.shape) - 1))))
 
     def _isolate_rows(
-        self, start: int, stop: int, read: Any, emit: Any, exc: BaseException | None = None
+        self,
+        start: int,
+        stop: int,
+        read: Any,
+        emit: Any,
+        exc: BaseException | None = None,
+        region: Any = None,
     ) -> Iterator[Any]:
         """Re-read a failed row range one chunk row at a time (columns of a table, labels): the rows of a bad
-        chunk are reported, the others scanned. ``read(a, b)`` reads rows a..b, ``emit(data, a)`` makes the item."""
+        chunk are reported, the others scanned. ``read(a, b)`` reads rows a..b, ``emit(data, a)`` makes the item.
+        With ``region(selection)``, a chunk row of data chunked along other axes too is read chunk by chunk."""
         chunks = self.ds.chunks
         if chunks is None:
             yield from self._bisect(start, stop, read, emit, exc or RuntimeError("read failed"))
             return
         rows = chunks[0]
+        split = region is not None and tuple(chunks[1:]) != tuple(self.ds.shape[1:])
         for r in range(start - start % rows, stop, rows):
             a, b = max(r, start), min(r + rows, stop)
             try:
                 data = read(a, b)
             except (OSError, RuntimeError, ValueError) as exc:
+                if split:
+                    yield from self._chunk_row(a, b, tuple(chunks), region)
+                    continue
                 yield self._failure(a, b, _chunk_label((r, *((0,) * (len(chunks) - 1))), tuple(chunks)), exc)
                 continue
             yield emit(data, a)
+
+    def _chunk_row(self, a: int, b: int, chunks: tuple[int, ...], region: Any) -> Iterator[Any]:
+        """Rows a..b of data chunked along other axes too (complex parts, columns of a 2-D table), read chunk by
+        chunk: a damaged chunk is named (the rows count once), the readable ones are scanned."""
+        inner = self.shape[len(chunks) :]  # the axes the values add (complex parts, a column's shape)
+        others = [range(0, s, c) for s, c in zip(self.ds.shape[1:], chunks[1:], strict=True)]
+        counted = False
+        for rest in itertools.product(*others):
+            spans = zip(rest, chunks[1:], self.ds.shape[1:], strict=True)
+            sel = (slice(a, b), *(slice(o, min(o + c, n)) for o, c, n in spans))
+            try:
+                data = np.asarray(region(sel))
+            except (OSError, RuntimeError, ValueError) as exc:
+                failure = self._failure(a, b, _chunk_label((a - a % chunks[0], *rest), chunks), exc)
+                failure.items = 0 if counted else b - a  # the rows count once, whatever the number of bad chunks
+                counted = True
+                yield failure
+                continue
+            part = self._block(data.reshape(b - a, *(s.stop - s.start for s in sel[1:]), *inner), (a, *rest))
+            part.items = 0  # counted with the failure
+            yield part
 
     def _bisect(self, start: int, stop: int, read: Any, emit: Any, exc: BaseException) -> Iterator[Any]:
         """A failed row range of a dataset without chunks (virtual datasets, external or compact storage):

@@ -1,0 +1,182 @@
+"""HDF5 defects found by seeding datasets with known defects and comparing the report with the truth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from tests.conftest import finding, run_scan, write_h5
+
+
+def test_uint64_labels_beyond_int64_are_invalid_not_negative_classes(tmp_path: Path) -> None:
+    labels = (np.arange(100) % 3).astype(np.uint64)
+    labels[10] = np.iinfo(np.uint64).max  # -1 (an "ignore" marker) written into an unsigned column
+    labels[20] = 1 << 63
+    path = write_h5(tmp_path / "u.h5", {"data": np.arange(200, dtype=np.float32).reshape(100, 2), "label": labels})
+    report = run_scan(path)
+    found = finding(report, "L002")
+    assert [(loc.index, loc.detail) for loc in found.locations] == [
+        (10, "label 18446744073709551615 does not fit int64 (cast to int64, as loaders do, it is -1)"),
+        (20, "label 9223372036854775808 does not fit int64 (cast to int64, as loaders do, it is -9223372036854775808)"),
+    ]
+    assert [bar.label for bar in report.labels[0].histogram] == [0, 1, 2]
+    with_k = finding(run_scan(path, num_classes=3), "L002")
+    assert [loc.detail for loc in with_k.locations] == [
+        "label 18446744073709551615 ≥ num_classes 3",
+        "label 9223372036854775808 ≥ num_classes 3",
+    ]
+
+
+def test_labels_option_as_a_bare_name_finds_labels_in_every_group(tmp_path: Path) -> None:
+    """``--labels cls`` names the datasets called ``cls`` wherever they are, as the default names do; it was
+    refused as naming no dataset when they lay in groups (train/cls, test/cls)."""
+    datasets: dict[str, np.ndarray] = {}
+    for split in ("train", "test"):
+        datasets[f"{split}/x"] = np.arange(150, dtype=np.float32).reshape(50, 3)
+        datasets[f"{split}/cls"] = np.arange(50) % 3
+    datasets["test/cls"][7] = 5
+    path = write_h5(tmp_path / "splits.h5", datasets)
+    report = run_scan(path, labels="cls", num_classes=3)
+    assert sorted(lab.dataset for lab in report.labels) == ["/test/cls", "/train/cls"]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "L002").locations] == [("/test/cls", 7)]
+    one = run_scan(path, labels="train/cls", num_classes=3)  # a path still names one dataset
+    assert [lab.dataset for lab in one.labels] == ["/train/cls"]
+
+
+def test_labels_option_as_a_bare_name_finds_a_table_column(tmp_path: Path) -> None:
+    table = np.zeros(60, dtype=[("x", "<f8"), ("cls", "<i8")])
+    table["x"] = np.arange(60)
+    table["cls"] = np.arange(60) % 4
+    path = write_h5(tmp_path / "frame.h5", {"df/table": table})
+    report = run_scan(path, labels="cls", num_classes=3)
+    assert [lab.dataset for lab in report.labels] == ["/df/table['cls']"]
+    assert [loc.index for loc in finding(report, "L002").locations][:2] == [3, 7]
+
+
+def _damage_chunk(path: Path, name: str, coord: tuple[int, ...]) -> None:
+    with h5py.File(path, "r") as fh:
+        info = fh[name].id.get_chunk_info_by_coord(coord)
+    with path.open("r+b") as fh:
+        fh.seek(info.byte_offset + info.size // 2)
+        fh.write(b"\xde\xad\xbe\xef" * 4)
+
+
+def test_a_damaged_chunk_of_complex_or_2d_table_data_is_named_and_its_neighbours_scanned(tmp_path: Path) -> None:
+    """Complex data and 2-D tables chunked along their second axis too: the damaged chunk is named (it was the
+    first chunk of its row, 3,0) and the readable chunks beside it are scanned (a NaN there was missed)."""
+    rng = np.random.default_rng(5)
+    z = (rng.random((100, 64)) + 1j * rng.random((100, 64))).astype(np.complex64)
+    z[35, 0] = complex(np.nan, 1)  # chunk 3,0: readable
+    z[99, 63] = complex(0, np.inf)
+    table = np.zeros((100, 8), dtype=[("x", "<f4"), ("w", "<f8")])
+    table["x"] = rng.random((100, 8))
+    table["x"][32, 7] = np.nan  # chunk 3,1: readable
+    path = write_h5(
+        tmp_path / "c.h5",
+        {
+            "Z": (z, {"chunks": (10, 16), "compression": "gzip"}),
+            "T": (table, {"chunks": (10, 4), "compression": "gzip"}),
+        },
+    )
+    _damage_chunk(path, "Z", (30, 32))
+    _damage_chunk(path, "T", (30, 0))
+    report = run_scan(path)
+    corrupt = finding(report, "S002")
+    assert sorted((loc.dataset, loc.index, loc.chunk) for loc in corrupt.locations) == [
+        ("/T['w']", 30, "3,0"),
+        ("/T['x']", 30, "3,0"),
+        ("/Z", 30, "3,2"),
+    ]
+    nan = finding(report, "V001")
+    assert sorted((loc.dataset, loc.index) for loc in nan.locations) == [("/T['x']", 32), ("/Z", 35)]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V002").locations] == [("/Z", 99)]
+    assert report.summary.items_scanned == 3 * 100
+
+
+def test_declared_missing_values_are_not_also_float16_overflow(tmp_path: Path) -> None:
+    """netCDF's default fill (9.97e36) in rows never written, and a ``_FillValue`` of 1e30, are missing-value
+    (which says raw readers overflow float16 with them); they were reported again as float16-overflow, whose
+    advice (rescale the feature) does not apply. A real overflow beside them still is one."""
+    path = tmp_path / "era.nc"
+    a = np.arange(150, dtype=np.float32).reshape(50, 3)
+    a[10:12] = np.float32(9.969209968386869e36)
+    a[20, 1] = 1e5
+    b = np.arange(150, dtype=np.float64).reshape(50, 3)
+    b[7, 2] = 1e30
+    with h5py.File(path, "w") as fh:
+        fh.attrs["_NCProperties"] = np.bytes_(b"version=2,netcdf=4.9.2,hdf5=1.14.3")
+        fh["a"] = a
+        fh["b"] = b
+        fh["b"].attrs["_FillValue"] = np.float64(1e30)
+    report = run_scan(path)
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V006").locations] == [
+        ("/a", 10),
+        ("/a", 11),
+        ("/b", 7),
+    ]
+    overflow = finding(report, "V003")
+    assert [(loc.dataset, loc.index) for loc in overflow.locations] == [("/a", 20)]
+    assert overflow.values == 1
+
+
+@pytest.mark.parametrize(
+    ("shape", "chunks"),
+    [((40, 32, 32, 4), None), ((40, 32, 32, 4), (8, 16, 16, 1)), ((64, 64, 64, 4), (16, 64, 64, 1))],
+    ids=["contiguous", "small-chunks", "large-chunks"],
+)
+def test_channels_last_images_are_judged_per_channel(
+    tmp_path: Path, shape: tuple[int, ...], chunks: tuple[int, ...] | None
+) -> None:
+    """N×H×W×C images (TensorFlow's layout): a constant alpha channel was missed (image rows were taken for
+    channels), and the statistics listed one 'channel' per image row."""
+    rng = np.random.default_rng(6)
+    images = rng.random(shape, dtype=np.float32)
+    images[..., 3] = 1.0
+    images[-1, -1, -1, 0] = np.nan
+    path = write_h5(tmp_path / "rgba.h5", {"images": (images, {"chunks": chunks})})
+    report = run_scan(path)
+    assert [loc.detail for loc in finding(report, "V004").locations] == ["channel 3 is always 1"]
+    assert [loc.index for loc in finding(report, "V001").locations] == [shape[0] - 1]
+    (stats,) = report.statistics
+    finite = np.where(np.isnan(images), 0.0, images)
+    assert [c["mean"] for c in stats.channels][1:] == pytest.approx([float(finite[..., c].mean()) for c in (1, 2, 3)])
+    assert [c["std"] for c in stats.channels][1:] == pytest.approx(
+        [float(finite[..., c].std()) for c in (1, 2, 3)], abs=1e-6
+    )
+
+
+def test_labels_of_one_split_are_not_measured_against_another_split(tmp_path: Path) -> None:
+    """Keras-style files keep X_train, y_train, X_test, y_test side by side: y_train's length was compared with
+    X_test (and y_test), a false label-length-mismatch; X_train of another length still is one."""
+    datasets = {
+        "X_train": np.arange(300, dtype=np.float32).reshape(100, 3),
+        "y_train": (np.arange(100) % 10).astype(np.uint8),
+        "X_test": np.arange(150, dtype=np.float32).reshape(50, 3),
+        "y_test": (np.arange(50) % 10).astype(np.uint8),
+    }
+    path = write_h5(tmp_path / "keras.h5", datasets)
+    assert finding(run_scan(path, labels="y_train", num_classes=10), "L001") is None
+    datasets["y_train"] = datasets["y_train"][:99]
+    short = run_scan(write_h5(tmp_path / "short.h5", datasets), labels="y_train", num_classes=10)
+    assert [loc.dataset for loc in finding(short, "L001").locations] == ["/X_train"]
+
+
+def test_keras_style_split_labels_are_class_labels(tmp_path: Path) -> None:
+    """y_train and y_test are labels without --labels (a label beyond --num-classes in them passed unseen, and
+    --num-classes was silently not applied); each is measured against its own split's samples."""
+    y_train = (np.arange(100) % 10).astype(np.uint8)
+    y_train[5] = 12
+    datasets = {
+        "X_train": np.arange(300, dtype=np.float32).reshape(100, 3),
+        "y_train": y_train,
+        "X_test": np.arange(120, dtype=np.float32).reshape(40, 3),
+        "test_labels": (np.arange(41) % 10).astype(np.uint8),
+        "y_pred_train": np.zeros(100, np.uint8) + np.arange(100, dtype=np.uint8) % 2,  # no label name of its own
+    }
+    report = run_scan(write_h5(tmp_path / "keras.h5", datasets), num_classes=10)
+    assert sorted(lab.dataset for lab in report.labels) == ["/test_labels", "/y_train"]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "L002").locations] == [("/y_train", 5)]
+    assert [loc.detail for loc in finding(report, "L001").locations] == ["40 samples but /test_labels has 41 labels"]

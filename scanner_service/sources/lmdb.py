@@ -33,8 +33,27 @@ from ..partial import Partial
 from ..records import PICKLE, Decoder, parse_decoder
 from .base import Plan, Shard, Source, SourceInfo
 from .lmdb_files import DATA_FILE, is_lmdb_source
-from .lmdb_pages import cut, damaged_meta, is_database_record, overlooked_meta, read_tree, sample_values
-from .lmdb_read import LABEL_STREAM, READERS, _DatumReader, _Pages, key_text, unhex
+from .lmdb_pages import (
+    Leaf,
+    cut,
+    damaged_meta,
+    is_database_record,
+    out_of_order,
+    overlooked_meta,
+    read_tree,
+    sample_values,
+)
+from .lmdb_read import (
+    BOOKKEEPING_KEYS,
+    BOOKKEEPING_NOTE,
+    LABEL_STREAM,
+    READERS,
+    _DatumReader,
+    _Pages,
+    bookkeeping_kind,
+    key_text,
+    unhex,
+)
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 from .walk import Outside
 
@@ -99,6 +118,9 @@ class LmdbSource(Source):
                 partial.add("R004", Location(path=rel, detail=f"the LMDB environment cannot be opened: {reason}"))
                 return Plan(source=info, shards=[], partial=partial)
         meta = forward.meta
+        in_use = (int(meta["last_pgno"]) + 1) * int(meta["psize"])
+        if size > in_use:  # a writer that maps with writemap extends the file to the whole map: the rest is a hole
+            size = info.bytes = in_use
         entries = int(meta["entries"])
         per = records_per_shard(meta, self.config.shard_bytes)
         info.items = entries
@@ -108,6 +130,7 @@ class LmdbSource(Source):
             planner.head, planner.reached = [r for r, _pages in ranges], entries
             planner.leaves = {r[0]: pages for r, pages in ranges}
             planner.psize = tree.psize
+            self._check_order(tree.leaves, rel, partial)
         else:
             planner.add_forward(forward)
             if forward.failure is not None:
@@ -154,6 +177,20 @@ class LmdbSource(Source):
             if decoder.name != PICKLE:
                 shards = planner.shards(str(decoder), size)
         return Plan(source=info, shards=shards, partial=partial)
+
+    def _check_order(self, leaves: list[Leaf], rel: str, partial: Partial) -> None:
+        disorder = out_of_order(leaves)
+        if disorder is None:
+            return
+        pos, prev, leaf = disorder
+        detail = (
+            f"keys out of order: this key (record {pos:,}, the first of leaf page {leaf.pgno}) should sort after key "
+            f"{key_text(prev.last)} (the last of leaf page {prev.pgno}) and at or after the branch key "
+            f"{key_text(leaf.low)} that leads to it, and does not: a damaged branch page names the wrong leaf, or "
+            "a key is damaged. LMDB reads on without an error, but a read in key order meets records twice or "
+            "out of place, and a lookup by key (txn.get) finds nothing for the records here"
+        )
+        partial.add("R004", Location(path=rel, key=key_text(leaf.first), index=pos, detail=detail))
 
     def _check_size(self, meta: dict[str, int], size: int, rel: str, partial: Partial, complete: bool) -> None:
         """The meta page's page counts against the file; ``complete``: the walk read every record counted."""
@@ -214,17 +251,31 @@ class LmdbSource(Source):
             from ..records.pickles import describe, pickle_protocol
 
             protocol = next((p for p in map(pickle_protocol, forward.sample) if p is not None), 0)
+            own, pos, sample = self._writers_records(partial, (planner.head + planner.tail)[0])
+            count = planner.walked - own
             where = Location(
                 path=rel,
-                key=key_text(first),
-                index=0,
+                key=key_text(sample),
+                index=pos,
                 detail=(
                     f"the values are pickled Python objects ({describe(protocol)}; {found.describe()}); "
-                    f"dscan never unpickles, so none of the {planner.walked:,} records was scanned"
+                    f"dscan never unpickles, so none of the {count:,} records was scanned"
                 ),
             )
-            partial.add_many("R005", planner.walked, planner.walked, [where])
+            partial.add_many("R005", count, count, [where])
         return found.decoder, found.describe()
+
+    def _writers_records(self, partial: Partial, first: Range) -> tuple[int, int, bytes]:
+        """The records a writer keeps beside the samples (ImageFolderLMDB's pickled ``__keys__`` and ``__len__``),
+        named in ``info``: how many there are, and the position and key of the first sample (the first key
+        planned, unless it is one of them)."""
+        job = Job(per=1, limit=len(BOOKKEEPING_KEYS) + 1, lookup=sorted(BOOKKEEPING_KEYS))
+        found = walk(self.path, self.subdir, job)
+        own = {k for k, head in found.found.items() if bookkeeping_kind(k, head) is not None}
+        for k in sorted(own):
+            partial.info[f"lmdb.bookkeeping {key_text(k)}"] = BOOKKEEPING_NOTE
+        pos, sample = next(((off, k) for off, _n, k, _last in found.ranges if k not in own), (first[0], first[2]))
+        return len(own), pos, sample
 
     # -- crash isolation -------------------------------------------------------------------------
 

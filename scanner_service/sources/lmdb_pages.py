@@ -26,6 +26,7 @@ import contextlib
 import os
 import struct
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,8 @@ class Leaf:
     count: int
     first: bytes
     last: bytes
+    low: bytes = b""
+    """The branch key that leads to this leaf: its keys sort at or after it, and the previous leaf's before."""
 
 
 @dataclass(slots=True)
@@ -216,20 +219,33 @@ class _Reader:
             raise _Unreadable("node past the page")
         return lo, hi, flags, ksize, data[offset + 8 : offset + 8 + ksize]
 
-    def _visit(self, pgno: int, depth: int, leaves: list[Leaf]) -> None:
+    def _visit(self, pgno: int, depth: int, leaves: list[Leaf], low: bytes = b"") -> None:
         data, flags, n = self._page(pgno)
         if n == 0:
             raise _Unreadable("empty page")
         if depth == 1:
             if flags & (P_BRANCH | P_LEAF2 | P_SUBP | P_OVERFLOW) or not flags & P_LEAF:
                 raise _Unreadable("not a leaf where a leaf belongs")
-            leaves.append(Leaf(pgno, n, self._node(data, 0)[4], self._node(data, n - 1)[4]))
+            leaves.append(Leaf(pgno, n, self._node(data, 0)[4], self._node(data, n - 1)[4], low))
             return
         if flags & (P_LEAF | P_LEAF2 | P_SUBP | P_OVERFLOW) or not flags & P_BRANCH:
             raise _Unreadable("not a branch where a branch belongs")
         for i in range(n):
-            lo, hi, high, _ksize, _key = self._node(data, i)
-            self._visit(lo | hi << 16 | high << 32, depth - 1, leaves)
+            lo, hi, high, _ksize, key = self._node(data, i)
+            self._visit(lo | hi << 16 | high << 32, depth - 1, leaves, key if i else low)  # node 0's key is empty
+
+
+def out_of_order(leaves: list[Leaf]) -> tuple[int, Leaf, Leaf] | None:
+    """The first leaf whose keys do not sort after the previous leaf's, or before the branch key that leads to
+    it, with its position and the previous leaf; None when every leaf is in its place. A damaged child page
+    number that names another leaf of the tree, or a damaged branch key, leaves every count as it was, and
+    LMDB reads on without an error: only the order of the keys tells."""
+    pos = 0
+    for prev, leaf in pairwise(leaves):
+        pos += prev.count
+        if not prev.last < leaf.low <= leaf.first <= leaf.last:
+            return pos, prev, leaf
+    return None
 
 
 def cut(leaves: list[Leaf], per: int) -> list[tuple[tuple[int, int, bytes, bytes], list[int]]]:

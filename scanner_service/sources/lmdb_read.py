@@ -55,6 +55,8 @@ BOOKKEEPING_KEYS = frozenset(
 )
 """Records that LMDB writers keep beside the samples: a count, a pickled list of the keys (ImageNet-LMDB
 scripts), clovaai's ``num-samples``."""
+BOOKKEEPING_NOTE = "the writer's own record (a count, or the list of keys): no sample, not scanned"
+"""The report's ``info`` on each of them."""
 TEXT_RECORD_KEY = re.compile(rb"labels?[-_][0-9]+")
 """Text records beside the image records of text-recognition datasets (clovaai: ``image-000000001`` and its
 transcription under ``label-000000001``)."""
@@ -285,9 +287,7 @@ class _Reader:
         if kind == "text":
             detail = "records named label-N (text next to the image records: a text-recognition dataset's labels)"
             return Note(info={"lmdb.text_records": f"{detail}: not images, not scanned"}, items=1, nbytes=len(value))
-        name = key_text(raw)
-        detail = "the writer's own record (a count, or the list of keys): no sample, not scanned"
-        return Note(info={f"lmdb.bookkeeping {name}": detail}, items=1, nbytes=len(value))
+        return Note(info={f"lmdb.bookkeeping {key_text(raw)}": BOOKKEEPING_NOTE}, items=1, nbytes=len(value))
 
     def _label_blocks(self) -> Iterator[Any]:
         if not self.labels:

@@ -38,6 +38,8 @@ TRACE_BYTES = 16 + 2 * TRACE_KEY
 """Shared memory for the key-by-key trace: keys walked, the first and the last key's lengths, the two keys."""
 SAMPLE_BYTES = 16 << 20
 """At most this many bytes of sampled values."""
+HEAD = 64
+"""Bytes of a looked-up value reported (enough to tell an image)."""
 
 
 def open_env(path: Path, subdir: bool, readahead: bool = True) -> Any:
@@ -73,6 +75,8 @@ class Job:
     """Values to sample after the walk: half from the first records, half spread over the ranges."""
     sample_keys: list[bytes] = field(default_factory=list)
     """Keys to sample values from when there is no walk to spread the sample over."""
+    lookup: list[bytes] = field(default_factory=list)
+    """Keys to look up: those present are reported with their value's first ``HEAD`` bytes."""
     walk: bool = True
     trace: bool = False
     """Write every key to shared memory (slow; used to retrace a stretch that killed a walker)."""
@@ -93,6 +97,8 @@ class Walk:
     """Why the walk stopped early: LMDB's error, or how the child died."""
     sample: list[bytes] = field(default_factory=list)
     sample_failure: str | None = None
+    found: dict[bytes, bytes] = field(default_factory=dict)
+    """The keys of ``lookup`` that are present, with the first ``HEAD`` bytes of their values."""
     traced: tuple[int, bytes, bytes] | None = None
     """With ``trace``: keys walked (up to the failure), the first and the last of them."""
 
@@ -141,6 +147,11 @@ def _child(send: Sink, trace: mmap.mmap | None, path: Path, subdir: bool, job: J
         per = _per(stat, job)
         send(("meta", stat, per))
         with env.begin(buffers=False) as txn:
+            for key in job.lookup:  # before the walk, which a damaged page can end
+                with contextlib.suppress(lmdb.Error):  # a damaged page on the way: reported by the walks
+                    value = txn.get(key)
+                    if value is not None:
+                        send(("found", key, value[:HEAD]))
             firsts = _walk_keys(send, trace, txn, job, per) if job.walk else list(job.sample_keys)
         if job.sample:
             _sample(send, env, job.sample, firsts)
@@ -365,6 +376,8 @@ def _collect(data: bytes) -> Walk:
             result.sample.extend(message[1])
         elif kind == "sample_failure":
             result.sample_failure = message[1]
+        elif kind == "found":
+            result.found[message[1]] = message[2]
     return result
 
 

@@ -211,6 +211,11 @@ def _labels(partial: Partial, config: ScanConfig) -> list[LabelReport]:
     return out
 
 
+NO_LABELS = "labels.none"
+"""The report ``info`` note for label options (``--num-classes``, ``--batch-size``) given to a dataset without
+labels."""
+
+
 def build_report(source: SourceInfo, merged: Partial, config: ScanConfig, duration_s: float) -> Report:
     """The final report from the merged partial of every shard (plan findings included)."""
     final = finalize(merged, config)
@@ -236,6 +241,14 @@ def build_report(source: SourceInfo, merged: Partial, config: ScanConfig, durati
         )
     findings.sort(key=lambda f: (-f.severity.rank, f.code))
     passed = not any(fail_on.fails(f.severity) for f in findings)
+    info = dict(final.info)
+    unused = [f"--{o}" for o, v in (("num-classes", config.num_classes), ("batch-size", config.batch_size)) if v]
+    if unused and not final.labels:  # a gate that asked for label checks must not pass without a word
+        info[NO_LABELS] = (
+            f"{' and '.join(unused)} given, but no class labels were found in the dataset: no label check ran "
+            "(HDF5: name the labels with --labels; images: class folders or a list file with labels; LMDB: "
+            "Datum labels)"
+        )
     return Report(
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         source=source,
@@ -254,5 +267,5 @@ def build_report(source: SourceInfo, merged: Partial, config: ScanConfig, durati
         findings=findings,
         labels=_labels(final, config),
         statistics=[_statistics(s) for _, s in sorted(final.stats.items())],
-        info=dict(sorted(final.info.items())),
+        info=dict(sorted(info.items())),
     )

@@ -25,6 +25,7 @@ NOTES = (
     "images.skipped",
     "lmdb.text_records",
     "lmdb.labels",
+    "labels.none",
 )
 """Report ``info`` entries every human-readable format shows: what the scan left out, and how to read its
 indices, so that a pass is read right."""

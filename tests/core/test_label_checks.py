@@ -45,6 +45,19 @@ def test_a_labels_option_that_names_no_dataset_is_a_usage_error(tmp_path: Path, 
     assert finding(run_scan(path, labels="/label", num_classes=3), "L002") is None
 
 
+def test_label_options_on_a_dataset_without_labels_leave_a_note(tmp_path: Path, rng: np.random.Generator) -> None:
+    """``--num-classes`` given to data whose labels dscan does not recognise ran no label check and passed
+    without a word: the report says so, in every format that shows notes."""
+    from scanner_service.render import notes
+
+    path = write_h5(tmp_path / "l.h5", {"data": features(10, rng), "cls": np.arange(10) % 3})
+    report = run_scan(path, num_classes=3, batch_size=4)
+    assert report.info["labels.none"].startswith("--num-classes and --batch-size given, but no class labels")
+    assert report.info["labels.none"] in notes(report)
+    assert "labels.none" not in run_scan(path).info  # no label option: nothing was asked
+    assert "labels.none" not in run_scan(path, num_classes=3, labels="cls").info
+
+
 def test_float16_labels_are_judged_without_a_numpy_warning(tmp_path: Path, rng: np.random.Generator) -> None:
     import warnings
 

@@ -74,7 +74,7 @@ def _empty(path: Path) -> str:
     folder of datasets (LMDB environments side by side: one of them is the path to scan)."""
     try:
         if path.is_dir():
-            inside = sorted(p.name for p in path.iterdir() if p.is_dir() and is_lmdb_source(p))
+            inside = sorted(p.name for p in path.iterdir() if is_lmdb_source(p))  # subdir=False files too
             if inside:
                 shown = ", ".join(inside[:5]) + (f" and {len(inside) - 5} more" if len(inside) > 5 else "")
                 return f": it holds LMDB environments ({shown}); scan each of them"

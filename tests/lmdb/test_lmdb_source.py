@@ -92,6 +92,10 @@ def test_detection(tmp_path: Path) -> None:
         write_env(tmp_path / "both" / name, [(key(0), datum())])
     with pytest.raises(UnsupportedSource, match=r"it holds LMDB environments \(train_lmdb, val_lmdb\); scan each"):
         detect_kind(tmp_path / "both")
+    # an environment written with subdir=False (a data file and its -lock file) in a folder: named the same way
+    write_env(tmp_path / "files" / "train.lmdb", [(key(0), datum())], subdir=False)
+    with pytest.raises(UnsupportedSource, match=r"it holds LMDB environments \(train.lmdb\); scan each"):
+        detect_kind(tmp_path / "files")
 
 
 def test_shards_are_key_ranges_balanced_by_count(make_env: EnvMaker) -> None:

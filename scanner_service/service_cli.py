@@ -67,8 +67,8 @@ def register(main: click.Group) -> None:
                 if show is not None:
                     click.echo("", err=True)
                 if state["status"] != "succeeded":
-                    reason = state.get("error") or state["status"]
-                    raise Failure(DscanError(f"scan {job['id']} {state['status']}: {reason}"))
+                    reason = f": {state['error']}" if state.get("error") else ""
+                    raise Failure(DscanError(f"scan {job['id']} {state['status']}{reason}"))
                 report = client.fetch_report(job["id"])
         except DscanError as exc:
             raise Failure(exc) from exc

@@ -60,6 +60,9 @@ class TaskName(StrEnum):
 
 
 class JobStatus(StrEnum):
+    """Where a job stands. ``queued``: waiting for a worker, before planning and again once planned until a
+    worker takes its first shard; ``running``: a worker plans it or scans its shards; then one of the ends."""
+
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -113,6 +116,8 @@ class JobRecord(BaseModel):
     created: float
     started: float | None = None
     planned: float | None = None
+    paused: float | None = Field(None, description="planned, its shards waiting for a worker since then")
+    waited_s: float = Field(0.0, description="seconds its planned shards waited for a worker")
     finished: float | None = None
     progress: Progress = Field(default_factory=Progress)
     summary: Summary | None = None
@@ -131,11 +136,14 @@ class JobRecord(BaseModel):
 
     @property
     def duration_s(self) -> float | None:
-        """Seconds from the start of planning to the end (or until now while running)."""
+        """Seconds of work from the start of planning to the end (or until now while running), without the
+        time its planned shards waited for a worker (behind other jobs' shards)."""
         if self.started is None:
             return None
         end = self.finished if self.finished is not None else time.time()
-        return round(max(0.0, end - self.started), 3)
+        if self.paused is not None:  # waiting (or ended while waiting): the clock stopped then
+            end = min(end, self.paused)
+        return round(max(0.0, end - self.started - self.waited_s), 3)
 
     @classmethod
     def from_hash(cls, data: Mapping[str, str]) -> JobRecord:
@@ -159,6 +167,8 @@ class JobRecord(BaseModel):
             created=float(data["created"]),
             started=ts("started"),
             planned=ts("planned"),
+            paused=ts("paused"),
+            waited_s=float(data.get("waited_s") or 0.0),
             finished=ts("finished"),
             progress=Progress(
                 shards_done=num("shards_done"),

@@ -5,6 +5,9 @@
     plan(job) ──▶ chord([shard(job, s) for s in shards]) ──▶ merge(job)      (on a failed chord: failed(job))
                                                                           └──▶ callback(job) when it ends
 
+A planned job is queued again until a worker takes its first shard (its shards may wait behind other jobs'),
+and that wait is no part of its duration.
+
 Tasks take ids and JSON and never wait for other tasks. A shard task is idempotent per (job, shard): its
 partial is stored in Redis once, and a delivery that finds it there returns at once. Late acknowledgement with
 ``task_reject_on_worker_lost`` redelivers the shard of a worker that died; each delivery is counted, and a
@@ -45,7 +48,7 @@ from scanner_service.text import dump_json
 from .app import app
 from .logs import job_context
 from .settings import get_settings
-from .store import PLAN_KEY, UNAVAILABLE, JobRecord, JobStatus, Store, TaskName
+from .store import ACTIVE, PLAN_KEY, UNAVAILABLE, JobRecord, JobStatus, Store, TaskName
 
 log = logging.getLogger("dscan.worker")
 
@@ -122,11 +125,11 @@ def plan_scan(job_id: str) -> None:
         if job is None or job.status.ended:
             log.info("job is %s: nothing to plan", job.status.value if job else "gone")
             return
-        moved, previous = st.transition(job_id, JobStatus.RUNNING, [JobStatus.QUEUED], started=time.time())
-        if not moved and previous is not JobStatus.RUNNING:
-            return
         if st.redis.hget(st.job_key(job_id), "dispatched"):
             log.info("shards were dispatched by an earlier delivery")
+            return
+        moved, previous = st.transition(job_id, JobStatus.RUNNING, [JobStatus.QUEUED], started=time.time())
+        if not moved and previous is not JobStatus.RUNNING:
             return
         config = ScanConfig(**job.options)
         log.info("planning %s", job.target)
@@ -172,6 +175,8 @@ def dispatch(st: Store, job_id: str, planned: Plan) -> None:
     st.save_plan(job_id, plan, dump_json(planned.partial), totals)
     log.info("planned %d shards, %d items, %d bytes", len(shards), source.items, source.bytes)
     if shards:
+        # The shards may wait behind other jobs' shards: the job is queued again until a worker takes one.
+        st.transition(job_id, JobStatus.QUEUED, [JobStatus.RUNNING], paused=time.time())
         header = [scan_shard.s(job_id, s.model_dump(mode="json")) for s in shards]
         chord(header)(merge_scan.s(job_id).on_error(scan_failed.s(job_id=job_id)))
     else:
@@ -180,6 +185,14 @@ def dispatch(st: Store, job_id: str, planned: Plan) -> None:
 
 
 # -- shards -----------------------------------------------------------------------------------------
+
+
+def resume(st: Store, job: JobRecord) -> bool:
+    """A worker took the first shard of a planned job: it runs again, and the time its shards waited is
+    left out of its duration. False when the job is no longer queued or running (cancelled)."""
+    waited = job.waited_s + (time.time() - job.paused if job.paused is not None else 0.0)
+    moved, previous = st.transition(job.id, JobStatus.RUNNING, [JobStatus.QUEUED], paused="", waited_s=waited)
+    return moved or previous is JobStatus.RUNNING
 
 
 def isolate(kind: str, path: str, shard: Shard, config: ScanConfig, tracker: Tracker, reason: str) -> Partial:
@@ -223,8 +236,10 @@ def scan_shard(job_id: str, shard_doc: dict[str, Any]) -> str:
             log.info("shard %s was done by an earlier delivery", key)
             return key
         job = patiently(lambda: st.get_job(job_id))
-        if job is None or job.status is not JobStatus.RUNNING or job.kind is None:
+        if job is None or job.status not in ACTIVE or job.kind is None:
             return key
+        if job.status is JobStatus.QUEUED and not patiently(lambda: resume(st, job)):
+            return key  # cancelled meanwhile
         deliveries = patiently(lambda: st.count_delivery(job_id, key))
         patiently(lambda: st.mark_running(job_id, key, who()))
         config = ScanConfig(**job.options)
@@ -295,7 +310,7 @@ def _merge(st: Store, job_id: str) -> None:
     config = ScanConfig(**job.options)
     merged = merge(Partial.model_validate_json(partials[k]) for k in order)
     source = SourceInfo.model_validate(plan["source"])
-    duration = time.time() - (job.started or job.created)
+    duration = job.duration_s if job.duration_s is not None else time.time() - job.created  # (without waits)
     report = build_report(source, merged, config, duration)
     st.save_report(job_id, render(report, "json"))
     end(
@@ -305,6 +320,10 @@ def _merge(st: Store, job_id: str) -> None:
         summary=report.summary.model_dump_json(),
         items_done=merged.items,
         bytes_done=merged.bytes,
+        # The plan's totals are estimates (an LMDB's is its file size, pages and free space included): what
+        # was scanned is the whole, so a finished job reads "done of total" at the total.
+        items_total=merged.items,
+        bytes_total=merged.bytes,
     )
     log.info(
         "job done: %d errors, %d warnings, %s",

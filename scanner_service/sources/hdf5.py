@@ -572,6 +572,8 @@ class Hdf5Source(Source):
             else:
                 start = 0
             segments.extend(self._segments(ds, rel, line, start))
+        if segments:
+            segments[0]["opens"] = True  # the one segment that reports the file when it cannot be opened
         return segments
 
     def _walk(self, fh: h5py.File, path: Path, rel: str, line: int | None, partial: Partial) -> list[_Dataset]:
@@ -874,6 +876,8 @@ class Hdf5Source(Source):
         halves = []
         for a, b in ((seg["start"], mid), (mid, seg["stop"])):
             part = dict(seg, start=a, stop=b, stream_start=seg["stream_start"] + a - seg["start"])
+            if a != seg["start"]:
+                part.pop("opens", None)
             part["bytes"] = seg["bytes"] * (b - a) // (seg["stop"] - seg["start"])
             halves.append(self._shard(shard.id, [part]))
         return halves
@@ -901,8 +905,15 @@ class Hdf5Source(Source):
                 fh = open_h5(path)
                 fd = os.open(path, os.O_RDONLY)
             except (OSError, RuntimeError, ValueError) as exc:
-                for seg in group:
-                    yield ReadFailure("S001", Location(path=rel, line=seg["line"], detail=str(exc)))
+                # once per file, whatever the number of its segments and of the shards they are in
+                first = next((seg for seg in group if seg.get("opens")), None)
+                if first is not None:
+                    gone = isinstance(exc, FileNotFoundError) and not path.exists()
+                    where = Location(path=rel, line=first["line"])
+                    if gone:
+                        yield ReadFailure("S004", where.model_copy(update={"detail": "the file no longer exists"}))
+                    else:
+                        yield ReadFailure("S001", where.model_copy(update={"detail": str(exc)}))
                 continue
             try:
                 for seg in group:

@@ -180,3 +180,31 @@ def test_keras_style_split_labels_are_class_labels(tmp_path: Path) -> None:
     assert sorted(lab.dataset for lab in report.labels) == ["/test_labels", "/y_train"]
     assert [(loc.dataset, loc.index) for loc in finding(report, "L002").locations] == [("/y_train", 5)]
     assert [loc.detail for loc in finding(report, "L001").locations] == ["40 samples but /test_labels has 41 labels"]
+
+
+def test_a_file_that_goes_between_plan_and_scan_is_reported_once(tmp_path: Path) -> None:
+    """A queued service job plans a folder, and a file goes before its shards run: one missing-file finding
+    for it (it was one unreadable-file finding per dataset and per shard, with HDF5's raw message), and the
+    other file is scanned; a file that is no HDF5 by then is one unreadable-file finding."""
+    import os
+
+    from scanner_service import ScanConfig, build_report, merge, plan, scan_shard
+
+    for name in ("a", "b", "c"):
+        with h5py.File(tmp_path / f"{name}.h5", "w") as fh:
+            fh["x"] = np.ones((1000, 4), np.float32) * np.arange(4)
+            fh["y"] = np.arange(1000) % 3
+    config = ScanConfig(shard_bytes=4096)
+    planned = plan(tmp_path, config)
+    assert len(planned.shards) > 6
+    (tmp_path / "b.h5").unlink()
+    (tmp_path / "c.h5").write_bytes(b"not HDF5 any more")
+    parts = [planned.partial] + [scan_shard("hdf5", os.fspath(tmp_path), s, config) for s in planned.shards]
+    report = build_report(planned.source, merge(parts), config, 0.0)
+    gone = next(f for f in report.findings if f.code == "S004")
+    assert gone.count == 1 and [(loc.path, loc.detail) for loc in gone.locations] == [
+        ("b.h5", "the file no longer exists")
+    ]
+    broken = next(f for f in report.findings if f.code == "S001")
+    assert broken.count == 1 and broken.locations[0].path == "c.h5"
+    assert report.summary.items_scanned == 2000  # a.h5's rows

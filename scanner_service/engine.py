@@ -67,7 +67,7 @@ def scan_shard(
     partial = Partial(cap=config.max_locations, shards=1)
     ctx = ScanContext(config=config, partial=partial, enabled=enabled)
     table: dict[str, list[checks.Hook]] = {}
-    pending_items = pending_bytes = 0
+    pending_items = pending_bytes = reported_bytes = 0
     last = time.monotonic()
     for item in source.read(shard):
         kind_name = item.kind
@@ -93,9 +93,14 @@ def scan_shard(
                 raise ScanCancelled(f"shard {shard.id} cancelled")
             if progress is not None:
                 progress(pending_items, pending_bytes)
+            reported_bytes += pending_bytes
             pending_items = pending_bytes = 0
             last = now
     flush_moments(ctx.moments, partial)
+    # A finished shard has done its planned share of the bytes, whatever its items measured (an LMDB plans
+    # its file's size, pages and free space included; its records measure their values): progress then
+    # ends at the plan's total.
+    pending_bytes = max(pending_bytes, shard.bytes - reported_bytes)
     if progress is not None and (pending_items or pending_bytes):
         progress(pending_items, pending_bytes)
     return partial

@@ -141,3 +141,25 @@ def test_a_pickled_database_whose_first_leaf_is_damaged_is_located_at_the_first_
     where = finding(report, "R005").locations[0]
     assert where.key is not None and where.key != "0"
     assert where.index == keys.index(where.key.encode())
+
+
+def test_progress_of_a_finished_scan_reaches_the_planned_bytes(make_env: EnvMaker) -> None:
+    """An LMDB is planned by its file's size (pages and free space included) and its records measure their
+    values: progress stopped at the values' share (77% here) until the scan ended. Each finished shard now
+    reports its planned bytes, in the CLI's progress bar and the service's job record alike."""
+    from scanner_service import ScanConfig, plan, scan_shard
+
+    path = make_env([(key(i), datum(shape=(3, 8, 8), label=i % 2, seed=i)) for i in range(2000)])
+    config = ScanConfig(shard_bytes=1 << 16)
+    planned = plan(path, config)
+    assert len(planned.shards) > 2
+    done = [0, 0]
+
+    def progress(items: int, nbytes: int) -> None:
+        done[0] += items
+        done[1] += nbytes
+
+    scanned = sum(scan_shard("lmdb", str(path), s, config, progress=progress).bytes for s in planned.shards)
+    assert scanned < planned.source.bytes  # the values alone: what progress stopped at before
+    assert done == [planned.source.items, sum(s.bytes for s in planned.shards)]
+    assert abs(done[1] - planned.source.bytes) <= len(planned.shards)  # the shards' shares, rounded down

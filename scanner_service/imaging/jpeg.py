@@ -67,6 +67,8 @@ class JpegHeader:
     scan: int = 0
     """Offset of the first scan's entropy-coded data (0: no scan found)."""
     orientation: int | None = None
+    exif: bool = False
+    """Whether an EXIF segment was met: the first one holds the orientation, as Pillow's getexif() reads it."""
     mpf: bool = False
     pictures: list[int] | None = None
     """Where an MPO file's pictures after the first start, from its MP index (offsets in the file)."""
@@ -165,7 +167,8 @@ def parse_header(data: Any) -> JpegHeader:
             head.jfif_versions.append(pos + 2 + 5)
         elif marker == 0xEE and bytes(seg[:5]) == b"Adobe" and len(seg) >= 12:
             head.adobe_transform = pos + 2 + 11
-        elif marker == 0xE1 and bytes(seg[:6]) == b"Exif\x00\x00":
+        elif marker == 0xE1 and bytes(seg[:6]) == b"Exif\x00\x00" and not head.exif:
+            head.exif = True
             head.orientation = exif_orientation(seg[6:])
         elif marker == 0xE2 and bytes(seg[:4]) == b"MPF\x00":
             head.mpf = True

@@ -47,7 +47,8 @@ def _own_limits(max_pixels: int | None = None) -> Iterator[None]:
     JPEG 2000 images that Pillow opens on its own): Pillow raises DecompressionBombError above twice its
     ``MAX_IMAGE_PIXELS``."""
     saved = Image.MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = None if max_pixels is None else max(1, max_pixels // 2)
+    # rounded up: Pillow raises above twice its limit, and an image of exactly ``max_pixels`` is no bomb
+    Image.MAX_IMAGE_PIXELS = None if max_pixels is None else max(1, (max_pixels + 1) // 2)
     try:
         yield
     finally:
@@ -216,7 +217,12 @@ def _container_end(data: Any, verdict: Verdict, gif: tuple[int, str | None, str 
     if extra > 0:
         verdict.trailing = extra
         kind = sniff(data[end : end + 64])
-        verdict.trailing_what = f"another {kind.upper()} image (concatenated files?)" if kind else "unknown data"
+        if kind is not None:
+            verdict.trailing_what = f"another {kind.upper()} image (concatenated files?)"
+        elif not bytes(data[end:]).strip(b"\x00"):
+            verdict.trailing_what = "zero bytes (padding)"  # as the JPEG and PNG checks say it
+        else:
+            verdict.trailing_what = "unknown data"
 
 
 def constant_value(data: Any) -> str | None:

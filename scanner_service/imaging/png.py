@@ -22,8 +22,8 @@ decodes the file; where it fails (a short gAMA: "Truncated gAMA chunk"), the fil
 spec's rule and Pillow's reason, where it still loads the image, the problem is kept as damage.
 
 Pixels are looked at only when the compressed data is suspiciously small (a constant image compresses
-to almost nothing): then Pillow decodes it to confirm; and for the palette indices of a short palette in
-filtered rows, which Pillow decodes too.
+to almost nothing) or stored uncompressed: then Pillow decodes it to confirm; and for the palette indices
+of a short palette in filtered rows, which Pillow decodes too.
 """
 
 from __future__ import annotations
@@ -384,7 +384,7 @@ def _check(
                 return
     v.unusual = _unusual(head, transparency)
     total = sum(len(p) for p in idat)
-    if total * CONSTANT_RATIO < len(raw) or len(raw) <= 4096:
+    if total * CONSTANT_RATIO < len(raw) or len(raw) <= 4096 or _stored(idat):
         v.constant = constant_value(data)
     extra = n - end_of_image
     if extra > 0:
@@ -397,6 +397,13 @@ def _check(
             v.trailing_what = "zero bytes (padding)"
         else:
             v.trailing_what = "unknown data"
+
+
+def _stored(idat: list[Any]) -> bool:
+    """Whether the zlib stream of IDAT starts with a stored (uncompressed) deflate block: its size then
+    says nothing of the pixels (a writer at compression level 0 stores a constant image at full size)."""
+    head = b"".join(bytes(part[:3]) for part in idat[:3])[:3]
+    return len(head) == 3 and head[2] & 0b110 == 0  # BTYPE, bits 1-2 of the first block's header, is 00
 
 
 def _sequence(body: Any, expected: int, name: str) -> int:

@@ -163,10 +163,8 @@ def is_classification(tally: LabelTally, num_classes: int | None) -> bool:
 def expected_classes(partial: Partial, stream: str, num_classes: int | None) -> list[str] | None:
     """Class names 0..K-1 when K is known (flag, config or the source's class list), else None."""
     tally = partial.labels[stream]
-    if num_classes is not None:
-        if len(tally.classes) == num_classes:
-            return list(tally.classes)
-        return [str(i) for i in range(num_classes)]
+    if num_classes is not None:  # the source's names where it has them (K may differ from its class count)
+        return [tally.classes[i] if i < len(tally.classes) else str(i) for i in range(num_classes)]
     return list(tally.classes) if tally.classes else None
 
 

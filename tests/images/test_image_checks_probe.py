@@ -96,3 +96,20 @@ def test_zero_padding_after_the_image_is_named_padding_in_every_format(
     write(f"padded.{fmt.lower()}", encode(image, fmt, **({"lossless": True} if fmt == "WEBP" else {})) + bytes(4))
     [location] = finding(scan_dir(tmp_path), "I006").locations
     assert location.detail == "4 bytes after the end of the image: zero bytes (padding)"
+
+
+@pytest.mark.parametrize("num_classes", [3, 5])
+def test_class_folder_names_stay_when_num_classes_differs(tmp_path: Path, num_classes: int) -> None:
+    """``--num-classes`` other than the number of class folders dropped every folder's name: 'class 3'
+    instead of 'class 3 (d_empty)', and null names in the histogram."""
+    rng = np.random.default_rng(0)
+    for name in ("a_cat", "b_dog", "c_fox", "d_empty"):
+        (tmp_path / name).mkdir()
+        if name != "d_empty":
+            for i in range(3):
+                (tmp_path / name / f"{i}.png").write_bytes(png(rng))
+    report = scan_dir(tmp_path, num_classes=num_classes)
+    names = {row.label: row.name for row in report.labels[0].histogram}
+    assert {k: names[k] for k in range(3)} == {0: "a_cat", 1: "b_dog", 2: "c_fox"}
+    missing = [loc.detail for loc in finding(report, "L003").locations] if num_classes == 5 else []
+    assert missing == (["class 3 (d_empty)", "class 4"] if num_classes == 5 else [])

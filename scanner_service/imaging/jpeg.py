@@ -32,7 +32,7 @@ import numpy as np
 import simplejpeg
 
 from .exif import orientation as exif_orientation
-from .sniff import sniff
+from .sniff import trailing_kind
 from .verdict import Verdict
 
 SOF_MARKERS = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
@@ -417,15 +417,8 @@ def _trailing(data: Any, head: JpegHeader, verdict: Verdict, max_pixels: int, pi
     extra = len(data) - end
     if extra <= 0:
         return
-    rest = data[end : end + 64]
     verdict.trailing = extra
-    kind = sniff(rest)
-    if kind is not None:
-        verdict.trailing_what = f"another {kind.upper()} image (concatenated files?)"
-    elif not bytes(data[end:]).strip(b"\x00"):
-        verdict.trailing_what = "zero bytes (padding)"
-    else:
-        verdict.trailing_what = "unknown data"
+    verdict.trailing_what = trailing_kind(data[end:])
 
 
 def _indexed_pictures(

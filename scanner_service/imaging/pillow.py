@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from .containers import NO_TRAILER, gif_end, riff_end
-from .sniff import FORMAT_BY_PILLOW, sniff
+from .sniff import FORMAT_BY_PILLOW, trailing_kind
 from .verdict import Verdict
 
 UNUSUAL_MODES = {
@@ -216,13 +216,7 @@ def _container_end(data: Any, verdict: Verdict, gif: tuple[int, str | None, str 
     extra = len(data) - end
     if extra > 0:
         verdict.trailing = extra
-        kind = sniff(data[end : end + 64])
-        if kind is not None:
-            verdict.trailing_what = f"another {kind.upper()} image (concatenated files?)"
-        elif not bytes(data[end:]).strip(b"\x00"):
-            verdict.trailing_what = "zero bytes (padding)"  # as the JPEG and PNG checks say it
-        else:
-            verdict.trailing_what = "unknown data"
+        verdict.trailing_what = trailing_kind(data[end:])
 
 
 def constant_value(data: Any) -> str | None:

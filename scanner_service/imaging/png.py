@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover
     import zlib as fast_zlib  # type: ignore[no-redef]
 
 from .exif import orientation as exif_orientation
-from .sniff import sniff
+from .sniff import trailing_kind
 from .verdict import Verdict
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -389,14 +389,7 @@ def _check(
     extra = n - end_of_image
     if extra > 0:
         v.trailing = extra
-        tail = mv[end_of_image : end_of_image + 64]
-        kind = sniff(tail)
-        if kind is not None:
-            v.trailing_what = f"another {kind.upper()} image (concatenated files?)"
-        elif not bytes(mv[end_of_image:]).strip(b"\x00"):
-            v.trailing_what = "zero bytes (padding)"
-        else:
-            v.trailing_what = "unknown data"
+        v.trailing_what = trailing_kind(mv[end_of_image:])
 
 
 def _stored(idat: list[Any]) -> bool:

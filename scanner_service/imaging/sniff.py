@@ -234,3 +234,15 @@ def claimed_format(name: str) -> str | None:
     if dot <= 0:
         return None
     return FORMAT_BY_EXTENSION.get(name[dot:].lower())
+
+
+def trailing_kind(rest: bytes | memoryview) -> str:
+    """What the bytes after an image's end marker are: another image, zero padding, other content dscan
+    recognises (a ZIP archive: a hidden payload?), or unknown data."""
+    kind = sniff(rest[:64])
+    if kind is not None:
+        return f"another {kind.upper()} image (concatenated files?)"
+    if not bytes(rest).strip(b"\x00"):
+        return "zero bytes (padding)"
+    what, certain = content(rest[:512])
+    return what if certain else "unknown data"

@@ -113,3 +113,20 @@ def test_class_folder_names_stay_when_num_classes_differs(tmp_path: Path, num_cl
     assert {k: names[k] for k in range(3)} == {0: "a_cat", 1: "b_dog", 2: "c_fox"}
     missing = [loc.detail for loc in finding(report, "L003").locations] if num_classes == 5 else []
     assert missing == (["class 3 (d_empty)", "class 4"] if num_classes == 5 else [])
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "GIF"])
+def test_an_archive_after_the_image_is_named(tmp_path: Path, fmt: str) -> None:
+    """A ZIP archive appended to an image (a hidden payload) was 'unknown data'; dscan's content sniffer knows
+    it, in every format's trailing-data check."""
+    import io
+    import zipfile
+
+    payload = io.BytesIO()
+    with zipfile.ZipFile(payload, "w") as zf:
+        zf.writestr("secret.txt", "x" * 100)
+    image = encode(Image.fromarray(natural(np.random.default_rng(1), 32, 32)).convert("RGB"), fmt)
+    (tmp_path / f"a.{fmt.lower()}").write_bytes(image + payload.getvalue())
+    (tmp_path / f"b.{fmt.lower()}").write_bytes(image + b"\x01\x02junk" * 10)
+    found = finding(scan_dir(tmp_path), "I006")
+    assert [loc.detail.split(": ", 1)[1] for loc in found.locations] == ["a ZIP archive", "unknown data"]

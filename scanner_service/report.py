@@ -85,12 +85,13 @@ class Statistics(BaseModel):
     count: int
     nan: int
     inf: int
-    min: float | None
-    max: float | None
-    mean: float | None
-    std: float | None
+    min: float | None = Field(description="null when no finite value was read")
+    max: float | None = Field(description="null when no finite value was read")
+    mean: float | None = Field(description="null when no finite value was read, or the sum overflowed float64")
+    std: float | None = Field(description="null when no finite value was read, or the sum overflowed float64")
     channels: list[dict[str, float | int | None]] = Field(
-        default_factory=list, description="per channel (axis 1) count, min, max, mean, std; up to 256"
+        default_factory=list,
+        description="per channel (axis 1; the last axis of N×H×W×C images) count, min, max, mean, std; up to 256",
     )
 
 
@@ -116,8 +117,9 @@ class Report(BaseModel):
 
 
 def _round(x: float | None) -> float | None:
+    """``x`` to 7 significant digits; None for NaN and ±Inf (a sum that overflowed), which JSON cannot hold."""
     if x is None or not math.isfinite(x):
-        return x
+        return None
     return float(f"{x:.7g}")
 
 

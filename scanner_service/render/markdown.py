@@ -32,6 +32,12 @@ def _code(text: str, table: bool = False) -> str:
     return f"{fence}{pad}{body}{pad}{fence}"
 
 
+def _number(x: float | None) -> str:
+    """A statistic for a table cell: '–' when there is none (no finite value, or a sum that overflowed), never
+    Python's 'None'."""
+    return "–" if x is None else str(x)
+
+
 def render(report: Report) -> str:
     s = report.summary
     verdict = "✅ passed" if s.passed else "❌ failed"
@@ -79,8 +85,7 @@ def render(report: Report) -> str:
         for st in report.statistics:
             lines.append(
                 f"| {_code(st.path, table=True)} | {_code(st.dataset, table=True)} | {st.dtype} | {st.count} | "
-                f"{st.nan} | {st.inf} | "
-                f"{st.min} | {st.max} | {st.mean} | {st.std} |"
+                f"{st.nan} | {st.inf} | " + " | ".join(_number(x) for x in (st.min, st.max, st.mean, st.std)) + " |"
             )
         lines.append("")
     return "\n".join(lines)

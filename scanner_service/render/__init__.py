@@ -23,6 +23,7 @@ NOTES = (
     "hdf5.other_formats",
     "hdf5.matlab",
     "images.skipped",
+    "lmdb.not_scanned",
     "lmdb.text_records",
     "lmdb.labels",
     "labels.none",

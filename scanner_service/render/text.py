@@ -71,7 +71,8 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
             cells = [name + (" MISSING" if row.missing else ""), f"{row.count:,}", f"{row.fraction:.2%}"]
             if lab.batch_size:
                 cells.append(f"{row.p_absent:.2%}" if row.p_absent is not None else "")
-            table.add_row(*cells, style="red" if row.missing else None)
+            # as Text, not str: a class folder named like rich markup ('[misc]', 'a[b]') is shown as it is
+            table.add_row(*map(Text, cells), style="red" if row.missing else None)
         console.print(table)
         if len(lab.histogram) > 50:
             console.print(Text(f"  ... {len(lab.histogram) - 50} more classes (see --format json)"))

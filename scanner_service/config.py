@@ -151,9 +151,10 @@ def _normalise(table: dict[str, Any], origin: str) -> dict[str, Any]:
     return out
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path, named: bool = False) -> dict[str, Any]:
     """Options from a dscan.toml (top level, ``[tool.dscan]``, or both: on a key set in both, the table wins)
-    or a pyproject.toml (``[tool.dscan]`` only)."""
+    or a pyproject.toml (``[tool.dscan]`` only). ``named``: the user named the file (``--config``), so a
+    pyproject.toml without ``[tool.dscan]`` is an error, not a scan on the defaults without a word."""
     import tomllib
 
     try:
@@ -164,6 +165,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     table = _tool_table(data, path)
     if path.name == "pyproject.toml":
+        tool = data.get("tool")
+        if named and not (isinstance(tool, dict) and "dscan" in tool):
+            raise ConfigError(f"config file {path} has no [tool.dscan] table: it sets no dscan option")
         return _normalise(table, str(path))
     top_level = {key: value for key, value in data.items() if key != "tool"}
     return {**_normalise(top_level, str(path)), **_normalise(table, str(path))}
@@ -225,7 +229,7 @@ def load_config(
     options: dict[str, Any] = {}
     path = config_file or (find_config_file(search_from) if search_from else None)
     if path is not None:
-        options.update(read_config_file(path))
+        options.update(read_config_file(path, named=config_file is not None))
     options.update({k: v for k, v in (overrides or {}).items() if v is not None})
     from_file = set(options) - {k for k, v in (overrides or {}).items() if v is not None}
     try:

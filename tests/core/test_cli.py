@@ -235,6 +235,18 @@ def test_config_errors_name_their_file(tmp_path: Path, clean: Path) -> None:
     assert proc.returncode == 2 and "cannot read config file" in proc.stderr and "pyproject.toml" in proc.stderr
 
 
+def test_a_named_pyproject_without_a_dscan_table_is_an_error(tmp_path: Path, clean: Path) -> None:
+    """``--config pyproject.toml`` naming a file without ``[tool.dscan]`` ran on the defaults without a word
+    (a typo in the table name, a wrong checkout); found by discovery, such a file is passed over."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.dscna]\nfail-on = "never"\n')
+    code, out = invoke("scan", str(clean), "--config", str(tmp_path / "pyproject.toml"))
+    assert code == 2 and "has no [tool.dscan] table" in out, out
+    proc = subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", str(clean)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and "PASSED" in proc.stdout, proc.stderr
+
+
 def _slow_dataset(tmp_path: Path) -> Path:
     """A folder of 8,000 noisy JPEGs, hard links to one file: made in a moment, no disk space, and decoded one
     by one for several seconds even with two workers, so a signal sent once the workers run reaches the scan

@@ -350,13 +350,16 @@ def _scan_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[s
 
     from .demo import build_demo
 
+    overrides = {"num_classes": 10, "batch_size": 32, **{k: v for k, v in flags.items() if v is not None}}
+    try:  # options first: a bad one is refused before anything is built
+        config = load_config(overrides.pop("config_file", None), {k: overrides.get(k) for k in CONFIG_FLAGS})
+        checks.enabled_codes(config.select, config.ignore)  # an unknown check name raises here
+    except DscanError as exc:
+        raise Failure(exc) from exc
     with tempfile.TemporaryDirectory(prefix="dscan-demo-") as tmp:
         root = build_demo(Path(tmp))
         click.echo(f"dscan demo: built a dataset with seeded defects in {root}", err=True)
-        overrides = {"num_classes": 10, "batch_size": 32, **{k: v for k, v in flags.items() if v is not None}}
-        overrides.pop("config_file", None)
         try:
-            config = load_config(None, {k: overrides.get(k) for k in CONFIG_FLAGS})
             report = scan(root, config, workers=workers)
         except DscanError as exc:
             raise Failure(exc) from exc

@@ -157,6 +157,17 @@ def test_demo_finds_every_seeded_defect() -> None:
         ), (seeded, locs)
 
 
+def test_the_demo_refuses_a_bad_option_before_building_and_reads_a_named_config(tmp_path: Path) -> None:
+    """``dscan scan --select zzz`` built the demo dataset before refusing the option, and ``--config FILE``
+    without a PATH was ignored without a word."""
+    result = CliRunner().invoke(main, ["scan", "--select", "zzz"])
+    assert result.exit_code == 2 and "unknown check 'zzz'" in result.stderr
+    assert "built a dataset" not in result.stderr
+    (tmp_path / "dscan.toml").write_text('fail-on = "never"\n')
+    result = CliRunner().invoke(main, ["scan", "--config", str(tmp_path / "dscan.toml"), "-j", "0"])
+    assert result.exit_code == 0 and "(fail on never)" in result.stdout, result.output
+
+
 @pytest.mark.slow
 def test_console_script_in_a_real_process(dirty: Path) -> None:
     script = Path(sys.executable).with_name("dscan")  # the installed console script (scanner_service.entry)

@@ -1,8 +1,9 @@
-"""I013 duplicate-image: byte-identical images; across classes, a label conflict.
+"""I013 duplicate-image: byte-identical images; across classes, a label conflict; across splits, leakage.
 
 Each image's location goes to ``Partial.groups["duplicate-image"]`` under the xxh3 digest of its bytes,
-suffixed with its label (``digest:label``) when it has one; merging partials joins equal keys, and the
-finalizer joins the keys of one digest: more than one file is a group, more than one label a conflict.
+suffixed with its label (``digest:label``) when it has one, and with its split (``digest:label@val``) in an
+image folder with splits; merging partials joins equal keys, and the finalizer joins the keys of one digest:
+more than one file is a group, more than one split leakage, more than one label in a split a conflict.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ CHECK = Check(
     severity=Severity.WARNING,
     summary=(
         "Finds groups of byte-identical images (same xxh3 digest of the bytes), and says when the copies "
-        "carry "
-        "different labels (a label conflict)."
+        "carry different labels (a label conflict), or lie in different splits of an image folder (train and "
+        "val: leakage between splits)."
     ),
     why=(
         "Copies weigh an image more than the others, and copies that cross a train/validation split inflate "
@@ -47,13 +48,17 @@ def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
         return
     digest = xxhash.xxh3_64_hexdigest(item.data)
     key = digest if item.label is None else f"{digest}:{item.label}"  # no per-file copy of the location
+    if item.split is not None:
+        key += f"@{item.split}"
     ctx.partial.group(FAMILY, key, item.location)
 
 
 def _class_names(ctx: ScanContext) -> list[str]:
-    """Class names by id when the scan has a single label stream that names its classes."""
+    """Class names by id when the scan's label streams (one, or the splits of an image folder) share them."""
     tallies = list(ctx.partial.labels.values())
-    return list(tallies[0].classes) if len(tallies) == 1 else []
+    if not tallies or any(t.classes != tallies[0].classes for t in tallies[1:]):
+        return []
+    return list(tallies[0].classes)
 
 
 def _label_text(label: str, names: list[str]) -> str:
@@ -64,28 +69,51 @@ def _label_text(label: str, names: list[str]) -> str:
     return f"{i} ({names[i]})" if 0 <= i < len(names) and names[i] != label else label
 
 
+def _labels_text(labels: set[str], names: list[str]) -> str:
+    return ", ".join(_label_text(x, names) for x in sorted(labels, key=lambda x: (len(x), x)))
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _splits_and_labels(labels: dict[str, set[str]], names: list[str]) -> str:
+    """What a group's labels (by split, '' outside splits) say: leakage between splits, label conflicts."""
+    text = ""
+    splits = sorted(split for split in labels if split)
+    if len(splits) > 1:
+        text += f"; the same image in {_and(splits)} (leakage between splits)"
+    conflicts = [(split, found) for split, found in sorted(labels.items()) if len(found) > 1]
+    for split, found in conflicts:
+        text += f"; label conflict{f' in {split}' if split else ''}: labels {_labels_text(found, names)}"
+    across = {label for found in labels.values() for label in found}
+    if not conflicts and len(splits) > 1 and len(across) > 1:
+        each = ", ".join(f"{_labels_text(labels[split], names)} in {split}" for split in splits if labels[split])
+        text += f", labelled {each}"
+    return text
+
+
 def finalize(ctx: ScanContext) -> None:
-    by_digest: dict[str, tuple[list[Location], set[str]]] = {}
+    by_digest: dict[str, tuple[list[Location], dict[str, set[str]]]] = {}
     for key, locs in ctx.partial.groups.get(FAMILY, {}).items():
-        digest, _, label = key.partition(":")
-        members, labels = by_digest.setdefault(digest, ([], set()))
+        head, _, split = key.partition("@")
+        digest, _, label = head.partition(":")
+        members, labels = by_digest.setdefault(digest, ([], {}))
         members.extend(locs)
+        found = labels.setdefault(split, set())
         if label:
-            labels.add(label)
+            found.add(label)
     groups = [(sorted(m, key=Location.sort_key), lab) for m, lab in by_digest.values() if len(m) > 1]
     if not groups:
         return
     groups.sort(key=lambda g: g[0][0].sort_key())
     names_by_id = _class_names(ctx)
     locs = []
-    for members, label_set in groups[: ctx.partial.cap]:
+    for members, labels in groups[: ctx.partial.cap]:
         first, others = members[0], members[1:]
         names = ", ".join(m.short() for m in others[:SHOWN])
         if len(others) > SHOWN:
             names += f" and {len(others) - SHOWN} more"
-        text = f"{len(members)} identical copies: also {names}"
-        distinct = sorted(label_set, key=lambda x: (len(x), x))
-        if len(distinct) > 1:
-            text += f"; label conflict: labels {', '.join(_label_text(x, names_by_id) for x in distinct)}"
+        text = f"{len(members)} identical copies: also {names}" + _splits_and_labels(labels, names_by_id)
         locs.append(first.model_copy(update={"detail": text}))
     ctx.emit_many(CHECK.code, len(groups), sum(len(m) - 1 for m, _ in groups), locs)

@@ -22,6 +22,7 @@ NOTES = (
     "hdf5.images_not_scanned",
     "hdf5.other_formats",
     "hdf5.matlab",
+    "images.splits",
     "images.skipped",
     "lmdb.not_scanned",
     "lmdb.text_records",

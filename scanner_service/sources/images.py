@@ -7,6 +7,15 @@ names of the top-level folders, every one of them, hidden and empty ones include
 are the files below its folder, recursively.
 Any other folder is flat: every file below it, recursively, without labels.
 
+Splits. A folder whose non-hidden sub-folders are all named for splits (``train``, ``val``, ``test`` ...,
+``SPLIT_NAMES``, any case), at least one of which has the ImageFolder layout, holds splits
+(``data/train/cat/1.jpg``, ``data/val/cat/2.jpg``): each split is read as the ImageFolder a training script
+opens (``ImageFolder("data/train")``), with a label stream of its own named after it, or as a flat, unlabelled
+folder when it holds no class folders. The class list of every split is the sorted union of the class
+folders of all splits, so a class folder missing or empty in one split is a missing class there (torchvision
+would number the classes of that split differently). Hidden folders beside the splits are left alone (no
+loader opens them), and named in the note on the splits. Paths stay relative to the scanned folder.
+
 Which files. Every file is inspected by content, whatever its extension: a ``.jpg`` that holds an HTML
 error page is a finding, not skipped. Skipped, because no loader reads them as images: hidden files
 (``.DS_Store``, unless they carry an image extension, like the ``._photo.jpg`` files macOS leaves, which
@@ -19,8 +28,9 @@ inspected. The report's ``info``
 counts what was skipped.
 
 Order and shards. Files are in ImageFolder's order (sorted folders, sorted names within each), which is the
-storage order a sequential reader sees. Shards are slices of that list, by bytes and by count. Labels are
-yielded once per shard as one label block, so the core label checks run on folder labels.
+storage order a sequential reader sees. Shards are slices of that list, by bytes and by count, and never span
+two splits. Labels are yielded once per shard as one label block, so the core label checks run on folder
+labels (per split).
 """
 
 from __future__ import annotations
@@ -55,6 +65,10 @@ WHOLE_FILE_LIMIT = 64 << 20
 HEAD_BYTES = 64 << 10
 DETECT_PROBES = 64
 """Extension-less files sniffed, at most, to decide whether a folder holds images."""
+SPLIT_NAMES = frozenset({"train", "training", "val", "valid", "validation", "test", "testing", "dev"})
+"""Folder names (any case) that name a split of a dataset rather than a class."""
+SPLITS_NOTE = "images.splits"
+"""The report ``info`` note naming the splits of a split layout."""
 
 
 @dataclass(slots=True)
@@ -65,6 +79,8 @@ class Entry:
     size: int
     line: int | None = None
     label: int | float | None = None
+    split: str | None = None
+    """The split folder (``train``, ``val`` ...) of a split layout: its label stream, when it has labels."""
 
 
 def skip_reason(name: str) -> str | None:
@@ -167,16 +183,21 @@ class ImageFilesSource(Source):
         partial = Partial(cap=self.config.max_locations)
         files = self.entries(partial)
         total = sum(e.size for e in files)
-        labelled = self.stream in partial.labels
         limit = min(self.config.shard_bytes, max(MIN_SHARD_BYTES, total // TARGET_SHARDS))
         shards: list[Shard] = []
         start = 0
         while start < len(files):
             stop, size = start, 0
-            while stop < len(files) and stop - start < MAX_SHARD_FILES and (stop == start or size < limit):
+            split = files[start].split
+            while (
+                stop < len(files)
+                and stop - start < MAX_SHARD_FILES
+                and (stop == start or size < limit)
+                and files[stop].split == split  # a shard never spans two splits (two label streams)
+            ):
                 size += files[stop].size
                 stop += 1
-            shards.append(self._shard(len(shards), files[start:stop], start, labelled))
+            shards.append(self._shard(len(shards), files[start:stop], start, partial))
             start = stop
         info = SourceInfo(
             kind=self.kind,
@@ -188,7 +209,9 @@ class ImageFilesSource(Source):
         )
         return Plan(source=info, shards=shards, partial=partial)
 
-    def _shard(self, index: int, files: list[Entry], start: int, labelled: bool) -> Shard:
+    def _shard(self, index: int, files: list[Entry], start: int, partial: Partial) -> Shard:
+        split = files[0].split
+        stream = split if split is not None else self.stream
         spec: dict[str, Any] = {
             "file": files[0].path,
             "paths": [e.path for e in files],
@@ -197,9 +220,11 @@ class ImageFilesSource(Source):
         }
         if any(e.line is not None for e in files):
             spec["lines"] = [e.line for e in files]
-        if labelled:
+        if split is not None:
+            spec["split"] = split
+        if stream in partial.labels:
             spec["labels"] = [e.label for e in files]
-            spec["stream"] = self.stream
+            spec["stream"] = stream
         return Shard(id=index, items=len(files), bytes=sum(e.size for e in files), spec=spec)
 
     def split(self, shard: Shard) -> list[Shard]:
@@ -215,8 +240,7 @@ class ImageFilesSource(Source):
                 key: value[a:b] for key, value in spec.items() if key in ("paths", "sizes", "lines", "labels")
             }
             part.update(file=spec["paths"][a], start=spec["start"] + a)
-            if "stream" in spec:
-                part["stream"] = spec["stream"]
+            part.update({key: spec[key] for key in ("stream", "split") if key in spec})
             pieces.append(Shard(id=shard.id, items=b - a, bytes=sum(part["sizes"]), spec=part))
         return pieces
 
@@ -270,6 +294,7 @@ class ImageFilesSource(Source):
                 location=where,
                 name=os.path.basename(rel),
                 label=label if isinstance(label, int) else None,
+                split=spec.get("split"),
                 items=1,
                 nbytes=max(len(data), sizes[i]),
             )
@@ -392,11 +417,11 @@ class ImageFolderSource(ImageFilesSource):
         """``starts_like_image``, without opening what a confined scan may not read (the scan reports it)."""
         return self.outside(path) is not None or starts_like_image(path)
 
-    def layout(self) -> tuple[list[str] | None, Counter[str]]:
-        """The class folder names when the folder has the ImageFolder layout (else None), and the top-level
-        files an ImageFolder leaves alone (a LICENSE, a README), by reason."""
+    def layout(self, folder: str | None = None) -> tuple[list[str] | None, Counter[str]]:
+        """The class folder names when ``folder`` (the scanned one by default) has the ImageFolder layout
+        (else None), and the top-level files an ImageFolder leaves alone (a LICENSE, a README), by reason."""
         try:
-            with os.scandir(self.path) as it:
+            with os.scandir(self.path if folder is None else folder) as it:
                 top = list(it)
         except OSError:
             return None, Counter()
@@ -417,6 +442,19 @@ class ImageFolderSource(ImageFilesSource):
             ignored[reason] += 1
         return (sorted(folders) or None), ignored
 
+    def splits(self, folders: list[str]) -> dict[str, list[str] | None] | None:
+        """The splits of a split layout (the scanned folder's top-level ``folders``, all named for splits, at
+        least one an ImageFolder): each split's class folders (None: a flat split, or a link a confined scan
+        does not follow). None when the folder holds no splits."""
+        visible = [name for name in folders if not name.startswith(".")]
+        if not visible or any(name.lower() not in SPLIT_NAMES for name in visible):
+            return None
+        found: dict[str, list[str] | None] = {}
+        for name in visible:
+            folder = os.path.join(self.path, name)
+            found[name] = None if link_out(folder, self.fenced) else self.layout(folder)[0]
+        return found if any(classes is not None for classes in found.values()) else None
+
     def _top_image(self, entry: os.DirEntry[str]) -> bool:
         if os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS:
             return True
@@ -432,7 +470,14 @@ class ImageFolderSource(ImageFilesSource):
         out: list[Entry] = []
         links_out: list[str] = []
         unlistable: list[str] = []
-        if classes is None:
+        splits = self.splits(classes) if classes is not None else None
+        if splits is not None:
+            out = self._split_entries(splits, partial, skipped, links_out, unlistable)
+            hidden = [name for name in classes or () if name not in splits]
+            partial.info["images.layout"] = f"splits: {', '.join(splits)}"
+            refused = [name for name in splits if link_out(os.path.join(root, name), self.fenced)]
+            partial.info[SPLITS_NOTE] = _splits_note(splits, hidden, refused)
+        elif classes is None:
             found = walk_files(root, root, skipped, self.probe, self.fenced, links_out, unlistable)
             out = [Entry(rel, size) for rel, size in found]
             partial.info["images.layout"] = "flat folder (no class sub-folders: no labels)"
@@ -440,14 +485,7 @@ class ImageFolderSource(ImageFilesSource):
             partial.labels[self.stream] = LabelTally(
                 path=".", classes=classes, dtype_kind="i", run_threshold=self.config.run_threshold
             )
-            for label, name in enumerate(classes):
-                if link_out(os.path.join(root, name), self.fenced):  # a class all the same (the numbering)
-                    links_out.append(name)
-                    continue
-                found = walk_files(
-                    os.path.join(root, name), root, skipped, self.probe, self.fenced, links_out, unlistable
-                )
-                out += [Entry(rel, size, None, label) for rel, size in found]
+            out = self._class_entries(root, "", classes, classes, None, skipped, links_out, unlistable)
             partial.info["images.layout"] = f"ImageFolder: {len(classes)} class folders"
         if skipped:
             listed = ", ".join(f"{n} {what}" for what, n in sorted(skipped.items()))
@@ -460,3 +498,74 @@ class ImageFolderSource(ImageFilesSource):
             if e.size < 0:
                 partial.add("S001", Location(path=e.path, detail="cannot be opened (a broken link?)"))
         return [e for e in out if e.size >= 0]
+
+    def _class_entries(
+        self,
+        root: str,
+        prefix: str,
+        present: list[str],
+        classes: list[str],
+        split: str | None,
+        skipped: Counter[str],
+        links_out: list[str],
+        unlistable: list[str],
+    ) -> list[Entry]:
+        """The files of the class folders ``present`` below ``root/prefix``, labelled by their place in
+        ``classes``."""
+        out: list[Entry] = []
+        have = set(present)
+        for label, name in enumerate(classes):
+            if name not in have:
+                continue
+            folder = os.path.join(root, prefix, name)
+            if link_out(folder, self.fenced):  # a class all the same (the numbering)
+                links_out.append(prefix + name)
+                continue
+            found = walk_files(folder, root, skipped, self.probe, self.fenced, links_out, unlistable)
+            out += [Entry(rel, size, None, label, split) for rel, size in found]
+        return out
+
+    def _split_entries(
+        self,
+        splits: dict[str, list[str] | None],
+        partial: Partial,
+        skipped: Counter[str],
+        links_out: list[str],
+        unlistable: list[str],
+    ) -> list[Entry]:
+        """The files of every split, in order; a label stream per split with class folders, whose classes
+        are the class folders of all splits."""
+        root = os.fspath(self.path)
+        union = sorted({name for classes in splits.values() for name in classes or ()})
+        out: list[Entry] = []
+        for split, present in splits.items():
+            folder = os.path.join(root, split)
+            if link_out(folder, self.fenced):
+                links_out.append(split)
+                continue
+            if present is None:
+                found = walk_files(folder, root, skipped, self.probe, self.fenced, links_out, unlistable)
+                out += [Entry(rel, size, split=split) for rel, size in found]
+                continue
+            skipped.update(self.layout(folder)[1])  # a split's LICENSE, README
+            partial.labels[split] = LabelTally(
+                path=split, classes=union, dtype_kind="i", run_threshold=self.config.run_threshold
+            )
+            out += self._class_entries(root, split + "/", present, union, split, skipped, links_out, unlistable)
+        return out
+
+
+def _splits_note(splits: dict[str, list[str] | None], hidden: list[str], refused: list[str]) -> str:
+    """The report's note on a split layout: the splits, the shared class list, the flat splits (not those a
+    confined scan does not follow: ``refused``, findings of their own)."""
+    union = {name for classes in splits.values() for name in classes or ()}
+    flat = [name for name, classes in splits.items() if classes is None and name not in refused]
+    text = (
+        f"split layout: {', '.join(splits)}, each scanned as a dataset of its own (one label table per split, "
+        f"its classes numbered by the {len(union)} class folders of all splits together)"
+    )
+    if flat:
+        text += f"; {', '.join(flat)} {'holds' if len(flat) == 1 else 'hold'} no class folders: no labels"
+    if hidden:
+        text += f"; {', '.join(hidden)} beside the splits: not scanned"
+    return text

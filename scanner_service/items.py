@@ -93,7 +93,8 @@ class EncodedImage:
     """An encoded image (a file, or the value of a record): the image checks judge its bytes.
 
     ``location`` names it (file path and list line, or LMDB key); ``name`` is the file name whose
-    extension the content must match ('' when there is none, as for LMDB values); ``label`` its class;
+    extension the content must match ('' when there is none, as for LMDB values); ``label`` its class (a
+    class name where a record stores one instead of a class id);
     ``split`` the split folder (``train``, ``val`` ...) of an image folder with splits.
     """
 
@@ -101,7 +102,7 @@ class EncodedImage:
     data: bytes | memoryview
     location: Location
     name: str = ""
-    label: int | None = None
+    label: int | str | None = None
     split: str | None = None
     items: int = 1
     nbytes: int = 0

@@ -4,7 +4,8 @@ Dimensions of size 1 do not count: a Caffe Datum of K×1×1 (a label or feature 
 
 Only samples that are arrays of their own (N×H×W, N×C×H×W, N×T×F ...): a row of a feature table may well be all
 zeros. Targets are left alone: a segmentation mask or a label map that is all background is ordinary, so datasets
-named like them (``mask``, ``seg``, ``label``, ``target``, ``gt``, ``annotation`` in the name) are not tested.
+named like them (``mask``, ``seg``, ``label``, ``target``, ``gt``, ``annotation`` in the name, ``unlabeled`` aside)
+are not tested.
 The test is exact and nearly free: a few values spread over each sample are compared first, and only the samples
 where those agree are compared in full.
 """
@@ -46,8 +47,8 @@ CHECK = Check(
 PROBES = 8
 """Values compared first in every sample."""
 
-TARGETS = re.compile(r"mask|seg|label|target|annot|(^|[^a-z])gt([^a-z]|$)", re.IGNORECASE)
-"""Names of datasets that hold targets, which may be constant by design."""
+TARGETS = re.compile(r"mask|seg|(?<!un)label|target|annot|(^|[^a-z])gt([^a-z]|$)", re.IGNORECASE)
+"""Names of datasets that hold targets, which may be constant by design (``unlabeled`` images are samples)."""
 
 
 def on_numeric(block: NumericBlock, summary: BlockSummary, ctx: ScanContext) -> None:

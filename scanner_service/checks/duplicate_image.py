@@ -1,8 +1,9 @@
 """I013 duplicate-image: byte-identical images; across classes, a label conflict; across splits, leakage.
 
 Each image's location goes to ``Partial.groups["duplicate-image"]`` under the xxh3 digest of its bytes,
-suffixed with its label (``digest:label``) when it has one, and with its split (``digest:label@val``) in an
-image folder with splits; merging partials joins equal keys, and the finalizer joins the keys of one digest:
+suffixed with its split (``digest@val``) in an image folder with splits, and last with its label
+(``digest@val:label``; a class name may hold any character) when it has one; merging partials joins equal keys,
+and the finalizer joins the keys of one digest:
 more than one file is a group, more than one split leakage, more than one label in a split a conflict.
 """
 
@@ -47,9 +48,9 @@ def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
     if verdict.format is None or verdict.empty:
         return
     digest = xxhash.xxh3_64_hexdigest(item.data)
-    key = digest if item.label is None else f"{digest}:{item.label}"  # no per-file copy of the location
-    if item.split is not None:
-        key += f"@{item.split}"
+    key = digest if item.split is None else f"{digest}@{item.split}"  # no per-file copy of the location
+    if item.label is not None:
+        key += f":{item.label}"
     ctx.partial.group(FAMILY, key, item.location)
 
 
@@ -96,8 +97,8 @@ def _splits_and_labels(labels: dict[str, set[str]], names: list[str]) -> str:
 def finalize(ctx: ScanContext) -> None:
     by_digest: dict[str, tuple[list[Location], dict[str, set[str]]]] = {}
     for key, locs in ctx.partial.groups.get(FAMILY, {}).items():
-        head, _, split = key.partition("@")
-        digest, _, label = head.partition(":")
+        head, _, label = key.partition(":")
+        digest, _, split = head.partition("@")
         members, labels = by_digest.setdefault(digest, ([], {}))
         members.extend(locs)
         found = labels.setdefault(split, set())

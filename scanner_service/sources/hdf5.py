@@ -37,6 +37,7 @@ from ..items import DatasetMeta, LabelBlock, NumericBlock, ReadFailure
 from ..labels import label_tally
 from ..location import Location
 from ..partial import Partial, merge
+from ..records.image import image_format
 from ..statistics import channel_layout, complex_parts
 from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
@@ -264,6 +265,17 @@ def _unscanned_kind(dtype: np.dtype[Any], field: bool = False) -> str | None:
     if base is not None and np.dtype(base).kind in "fiuc":
         return f"variable-length {np.dtype(base).name}"
     return None
+
+
+def _encoded_images(ds: h5py.Dataset) -> str:
+    """``: encoded JPEG images?`` when the first value of a dataset of bytes starts like an image, else ''."""
+    try:
+        first = ds[(0,) * ds.ndim]
+        head = first.tobytes() if isinstance(first, np.ndarray) else bytes(first)
+    except Exception:  # a damaged chunk: the hint is only a hint
+        return ""
+    kind = image_format(head)
+    return f": encoded {kind.upper()} images?" if kind else ""
 
 
 def vds_source_file(vds_file: Path, name: str) -> Path | None:
@@ -634,6 +646,11 @@ class Hdf5Source(Source):
                 return
             if dtype.kind not in "fiu" and not numeric_fields and not array:
                 unscanned = _unscanned_kind(dtype)
+                if unscanned is None and dtype.kind == "V" and not dtype.names and dtype.subdtype is None:
+                    unscanned = f"opaque bytes, {dtype.itemsize} each"  # h5py's np.void: binary blobs
+                base = h5py.check_vlen_dtype(dtype)
+                if unscanned is not None and shape and (dtype.kind == "V" or (base is not None and base.itemsize == 1)):
+                    unscanned += _encoded_images(obj)  # bytes: images stored whole?
                 if unscanned is None and is_label_name(shown, self.config.labels) and _is_text(dtype):
                     unscanned = "class names as text: the label checks need integer class ids"
                     self._text_labels.append(f"{rel}:{shown}")

@@ -774,7 +774,7 @@ class _DatumReader(_Reader):
         if not data.size or not bool((data == data[0]).all()):
             return None
         detail = f"every value is {int(data[0])} ({'×'.join(map(str, shape))})"
-        return ReadFailure("V005", self.location(pos, key, detail), items=0)
+        return ReadFailure("V005", self.location(pos, key, detail), items=0, values=int(data.size))
 
     def drop_label(self, pos: int) -> int:
         """The label buffered for ``pos`` (not flushed yet), replaced by NO_LABEL."""
@@ -1258,7 +1258,8 @@ class _MsgpackReader(_NumericReader):
             self.labels.append(label if label is not None else NO_LABEL)
             if record.image is not None:
                 self.accounted += 1  # an item of its own
-                yield EncodedImage(data=record.image, location=self.location(pos, key), label=label, nbytes=len(value))
+                named = label if label is not None else _class_name(record.label)  # for duplicate-image
+                yield EncodedImage(data=record.image, location=self.location(pos, key), label=named, nbytes=len(value))
             elif record.array is not None:  # counted by the record tally, as .npy records are
                 self.nbytes += len(value)
                 array = record.array
@@ -1300,6 +1301,13 @@ class _MsgpackReader(_NumericReader):
     def blocks(self, end: int) -> Iterator[Any]:
         yield from super().blocks(end)
         yield from self._label_blocks()
+
+
+def _class_name(label: Any) -> str | None:
+    """A label stored as text (``"dog"``), which the label checks leave out, as the class name it is."""
+    if isinstance(label, bytes):
+        return label.decode("utf-8", "replace")
+    return label if isinstance(label, str) else None
 
 
 READERS: dict[str, type[_Reader]] = {

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from scanner_service import __version__, checks
 from scanner_service.config import ScanConfig
+from scanner_service.render import notes
 from scanner_service.report import Report
 from workers.settings import Settings
 from workers.store import UNAVAILABLE, JobStatus
@@ -332,6 +333,8 @@ def scan_page(job_id: str, request: Request, store: StoreDep, settings: Settings
             "groups": views.group_findings(report, lambda code: pages.get(code, 1), page_url) if report else [],
             "label_views": views.label_views(report) if report else [],
             "stats": views.stat_rows(report) if report else [],
+            "notes": notes(report) if report else [],
+            "about": views.about(report) if report else [],
             "options": views.options_text(job.options),
             "downloads": [
                 ("JSON", f"{report_url}?format=json", f"dscan-{job_id[:8]}.json"),

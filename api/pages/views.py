@@ -20,6 +20,7 @@ from markupsafe import Markup, escape
 
 from scanner_service import checks
 from scanner_service.location import Location
+from scanner_service.render import NOTE_PREFIXES, NOTES
 from scanner_service.report import ClassRow, Finding, LabelReport, Report, Statistics
 from scanner_service.severity import Severity
 
@@ -40,7 +41,8 @@ SEVERITY_TITLES = {Severity.ERROR: "Errors", Severity.WARNING: "Warnings", Sever
 NO_VALUE = "—"
 GENERIC_LABELS = "Class labels"
 WAITING = {"queued": "waiting for a worker", "running": "planning the shards"}
-"""What a job without a plan yet is doing (``static/app.js`` says the same)."""
+"""What a queued job (planned or not: its shards may wait behind other scans') or a running job without a plan
+yet is doing (``static/app.js`` says the same)."""
 
 
 # -- numbers in words ---------------------------------------------------------------------------------
@@ -182,7 +184,7 @@ class JobRow:
     @property
     def items_text(self) -> str:
         p = self.view.progress
-        if not p.shards_total and not p.items_done:
+        if self.view.status.value == "queued" or (not p.shards_total and not p.items_done):
             return WAITING.get(self.view.status.value, "0 items")
         if p.items_total:
             return f"{human_count(p.items_done)} of {human_count(p.items_total)} items"
@@ -353,6 +355,15 @@ class LabelView:
         return GENERIC_LABELS if name in (".", "") else name
 
     @property
+    def split(self) -> str | None:
+        """The split these labels are of, in an image folder of splits (``train/<class>/``): its stream and
+        path are the split's folder name."""
+        lab = self.labels
+        if lab.dataset is None and lab.stream not in (".", "") and lab.stream == lab.path:
+            return lab.stream
+        return None
+
+    @property
     def missing(self) -> str:
         """The missing classes, with their names when they have one: ``0 (bird), 7``."""
         rows = [b.row for b in self.bars if b.row.missing]
@@ -400,6 +411,11 @@ class StatRow:
 
 def stat_rows(report: Report) -> list[StatRow]:
     return [StatRow(s) for s in report.statistics]
+
+
+def about(report: Report) -> list[tuple[str, str]]:
+    """The report's ``info`` entries that are not notes (decoders, layout): the notes show in the summary."""
+    return [(k, v) for k, v in report.info.items() if k not in NOTES and not k.startswith(NOTE_PREFIXES)]
 
 
 def options_text(options: dict[str, Any]) -> list[tuple[str, str]]:

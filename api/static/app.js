@@ -66,7 +66,7 @@
   const WAITING = { queued: "waiting for a worker", running: "planning the shards" };
 
   function itemsText(p, status) {
-    if (!p.shards_total && !p.items_done) return WAITING[status] || "0 items";
+    if (status === "queued" || (!p.shards_total && !p.items_done)) return WAITING[status] || "0 items";
     return p.items_total
       ? `${humanCount(p.items_done)} of ${humanCount(p.items_total)} items`
       : `${humanCount(p.items_done)} items`;

@@ -8,17 +8,25 @@ from typing import Any
 def gif_end(data: Any) -> tuple[int, str | None, str | None]:
     """Offset just past the GIF trailer (0x3B), or -1 and what broke the block structure before it: the file
     ends (no trailer), or a byte that starts no block (damage: a decoder stops there, and the frames after it
-    are lost without an error). Third, a note on runs of zero bytes between blocks (an encoder's stray block
-    terminators), which Pillow and ImageMagick skip, reading every frame after them, and giflib refuses."""
+    are lost without an error). Third, a note on what Pillow skips between blocks, reading every frame after
+    it, and giflib refuses: runs of zero bytes (an encoder's stray block terminators), and the header of a
+    second GIF appended to a first that lacks its trailer (Pillow reads its frames as more frames)."""
     n = len(data)
     if n < 13:
         return -1, "the file ends inside the GIF header", None
     packed = data[10]
     pos = 13 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)
     stray = 0
-    first_stray = -1
+    first_stray = appended = -1
     while pos < n:
         block = data[pos]
+        skip = _appended_header(data, pos) if block == 0x47 else 0  # "G"
+        if skip:
+            appended = pos if appended < 0 else appended
+            pos += skip
+            if pos == n:
+                break
+            block = data[pos]
         if block == 0:
             run = pos
             while run < n and data[run] == 0:
@@ -30,7 +38,7 @@ def gif_end(data: Any) -> tuple[int, str | None, str | None]:
                 if pos == n:
                     break
                 block = data[pos]
-        note = _stray_note(stray, first_stray)
+        note = _stray_note(stray, first_stray, appended)
         if block == 0x3B:
             return pos + 1, None, note
         if block == 0x21:
@@ -52,14 +60,33 @@ def gif_end(data: Any) -> tuple[int, str | None, str | None]:
             pos += 1 + size
             if size == 0:
                 break
-    return -1, NO_TRAILER, _stray_note(stray, first_stray)
+    return -1, NO_TRAILER, _stray_note(stray, first_stray, appended)
 
 
-def _stray_note(count: int, first: int) -> str | None:
-    if not count:
-        return None
-    zeros = "1 zero byte" if count == 1 else f"{count:,} zero bytes"
-    return f"{zeros} between GIF blocks from byte {first:,} (Pillow skips them; giflib refuses the file)"
+def _appended_header(data: Any, pos: int) -> int:
+    """The length of a GIF header (and its global palette) at ``pos``, where a block belongs, when Pillow
+    skips it byte by byte to the block after it (none of its bytes starts a block); else 0."""
+    if bytes(data[pos : pos + 6]) not in (b"GIF87a", b"GIF89a") or pos + 13 > len(data):
+        return 0
+    packed = data[pos + 10]
+    size = 13 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)
+    header = bytes(data[pos : pos + size])
+    if len(header) < size or any(b in header for b in b"!,;"):
+        return 0
+    return size
+
+
+def _stray_note(count: int, first: int, appended: int = -1) -> str | None:
+    notes = []
+    if count:
+        zeros = "1 zero byte" if count == 1 else f"{count:,} zero bytes"
+        notes.append(f"{zeros} between GIF blocks from byte {first:,} (Pillow skips them; giflib refuses the file)")
+    if appended >= 0:
+        notes.append(
+            f"a second GIF's header at byte {appended:,}, where the first lacks its trailer (Pillow reads the"
+            " frames after it as more frames; giflib refuses the file)"
+        )
+    return "; ".join(notes) or None
 
 
 NO_TRAILER = "no GIF trailer: the file ends inside or right after the last frame"

@@ -374,7 +374,7 @@ def _check(
         if beyond is not None:
             v.damage.append(beyond)
     if frames:
-        _check_frames(frames, frame_count, head, idat, v.damage)
+        _check_frames(frames, frame_count, head, idat, v.damage, anc.problems if anc is not None else v.damage)
         v.frames = len(frames)
     if anc is not None:
         anc.finish()
@@ -420,9 +420,14 @@ def _fctl(body: Any, head: _Header | None) -> _Frame:
     return _Frame(width, height)
 
 
-def _check_frames(frames: list[_Frame], count: int | None, head: _Header, idat: list[Any], damage: list[str]) -> None:
-    if count is not None and count != len(frames):
-        raise PngError(f"APNG: acTL declares {count} frames, the file has {len(frames)}")
+def _check_frames(
+    frames: list[_Frame], count: int | None, head: _Header, idat: list[Any], damage: list[str], problems: list[str]
+) -> None:
+    """Every frame's data; a frame count in acTL that is not the file's is left to the loader (``problems``):
+    Pillow refuses one too high, and reads one too low (or out of range) as it says, the default image first."""
+    if count is not None and count != len(frames) and 0 < count <= MAX_CHUNK:
+        declared = "1 frame" if count == 1 else f"{count:,} frames"
+        problems.append(f"APNG: acTL declares {declared}, the file has {len(frames):,}")
     for i, frame in enumerate(frames):
         if frame.data is idat:
             continue  # the default image, checked already
@@ -441,7 +446,7 @@ def _loader_decides(data: Any, v: Verdict, anc: _Ancillary, fallback: Fallback) 
     second = Verdict(format="png")
     fallback(data, second, constant=False)
     if second.error is not None:
-        found = anc.problems + anc.limits
+        found = list(dict.fromkeys(anc.problems + anc.limits))  # three text chunks over one limit: said once
         more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
         v.error = f"{'; '.join(found[:3])}{more} (Pillow: {second.error.removeprefix('Pillow ')})"
     else:

@@ -2,8 +2,10 @@
 
 Every frame of a multi-frame file (GIF, APNG read by Pillow, TIFF pages, WebP animations) is decoded, each
 frame's declared size checked against the pixel limit before it is decoded. Warnings Pillow raises while
-decoding (truncated reads, corrupt metadata) are kept as damage. Pillow's own decompression-bomb limit is
-lifted for the duration of a call: the scan applies its own limit from the header instead.
+decoding (truncated reads, corrupt metadata) are kept as damage, and so are libtiff's messages on a damaged
+strip, which it prints to standard error while Pillow decodes on (see ``tiff_log``). Pillow's own
+decompression-bomb limit is lifted for the duration of a call: the scan applies its own limit from the header
+instead.
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ import io
 import re
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from . import tiff_log
 from .containers import NO_TRAILER, gif_end, riff_end
 from .sniff import FORMAT_BY_PILLOW, trailing_kind
-from .verdict import Verdict
+from .tiff_log import TiffLog
+from .verdict import PAGES_NAMED, Verdict
 
 UNUSUAL_MODES = {
     "CMYK": "CMYK (4 channels; loaders expecting RGB get wrong colours or 4 channels)",
@@ -114,16 +118,23 @@ def judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool = False, 
     """Decode every frame with Pillow and fill ``verdict`` (as the fallback judge: keep the format).
     ``constant=False``: a second opinion on damage only, which skips the constant-image test."""
     verdict.judge = "pillow"
-    with _own_limits(max_pixels), warnings.catch_warnings(record=True) as caught:
+    log = TiffLog() if tiff_log.is_tiff(data) else None  # libtiff's messages, kept off the terminal
+    with _own_limits(max_pixels), warnings.catch_warnings(record=True) as caught, log or nullcontext():
         warnings.simplefilter("always")
         try:
-            _judge(data, verdict, max_pixels, fallback, constant)
+            _judge(data, verdict, max_pixels, fallback, constant, log)
         except MemoryError:
             verdict.error = "out of memory while decoding"
         except Image.DecompressionBombError as exc:  # the size Pillow read on opening, or a nested image's
             verdict.bomb = _bomb_text(exc, max_pixels)
         except Exception as exc:  # whatever a decoder raises is the verdict on this file
             verdict.error = _reason(exc)
+            if log is not None:  # libtiff's reason, printed before Pillow's bare "decoder error -2"
+                damage, other = tiff_log.sort(log.take())
+                if damage or other:
+                    verdict.error += f"; {_on_page(log.page, verdict)}{tiff_log.text(damage + other)}"
+        if log is not None and log.damaged_pages > PAGES_NAMED:
+            verdict.damage.append(f"libtiff reported damaged data on {log.damaged_pages - PAGES_NAMED} more pages")
     for w in caught:
         if issubclass(w.category, DeprecationWarning | Image.DecompressionBombWarning):
             continue
@@ -132,7 +143,7 @@ def judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool = False, 
             verdict.damage.append(f"Pillow: {message}")
 
 
-def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constant: bool) -> None:
+def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constant: bool, log: TiffLog | None) -> None:
     im = Image.open(io.BytesIO(data))
     try:
         if not fallback:
@@ -162,8 +173,12 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
                 if w * h > max_pixels:
                     verdict.bomb = f"frame {i}: {w}×{h} = {w * h:,} pixels declared (limit {max_pixels:,})"
                     return
-            im.load()
             page = 0 if i is None else i
+            if log is not None:
+                log.page = page
+            im.load()
+            if log is not None:
+                _libtiff_damage(log, page, verdict)
             if verdict.format == "tiff":
                 _strips(data, im, page, verdict)
             if im.mode == "F":
@@ -180,6 +195,21 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
         im.close()
     if not fallback:
         _container_end(data, verdict, gif)
+
+
+def _on_page(page: int, verdict: Verdict) -> str:
+    """'page N, ' in a multi-page file (pages numbered from 0, as Pillow's ``seek`` numbers them), else ''."""
+    return f"page {page}, " if verdict.frames > 1 else ""
+
+
+def _libtiff_damage(log: TiffLog, page: int, verdict: Verdict) -> None:
+    """What libtiff printed about damaged strips while Pillow decoded ``page`` (and decoded on): the messages
+    of the first ``PAGES_NAMED`` damaged pages; the pages after them are counted."""
+    damage, _ = tiff_log.sort(log.take())
+    if damage:
+        log.damaged_pages += 1
+        if log.damaged_pages <= PAGES_NAMED:
+            verdict.damage.append(f"{_on_page(page, verdict)}{tiff_log.text(damage)}")
 
 
 def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:

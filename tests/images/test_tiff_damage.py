@@ -1,0 +1,228 @@
+"""Damaged strips in compressed TIFFs: libtiff prints its decoders' errors to standard error and Pillow
+often decodes on. What libtiff prints while Pillow decodes is captured (never reaching the terminal) and
+judged: a codec's decode errors are damage, notes on the directory are not.
+
+What libtiff 4.7 reports, found by overwriting bytes in the middle of a strip (see the cases below): G4 fax
+"Bad code word at line N of strip N" (Pillow decodes on: corrupt-image-data); LZW "Using code not yet in
+table" or "LZWDecode: Not enough data at scanline N", Deflate "ZIPDecode: Decoding error at scanline N ..."
+(Pillow fails: corrupt-image); PackBits nothing (it has no check that an overwrite trips; only a strip cut
+short, "PackBitsDecode: Not enough data for scanline 0").
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from imagetools import encode, natural
+from PIL import Image, TiffImagePlugin
+
+from scanner_service.imaging import inspect_image, tiff_log
+from scanner_service.imaging.tiff_log import TiffLog
+
+Write = Callable[[str, bytes], Path]
+DSCAN = Path(sys.executable).parent / "dscan"
+
+
+def fax(rng: np.random.Generator, h: int = 128, w: int = 160) -> Image.Image:
+    """A bilevel page with some structure (a G4 strip of a blank page is too short to damage)."""
+    return Image.fromarray(natural(rng, h, w)[..., 0] > 128).convert("1")
+
+
+def tiff(rng: np.random.Generator, compression: str, pages: int = 1) -> bytes:
+    bilevel = compression in ("group4", "group3", "tiff_ccitt")
+    images = [fax(rng) if bilevel else Image.fromarray(natural(rng, 128, 160)) for _ in range(pages)]
+    return encode(images[0], "TIFF", compression=compression, save_all=True, append_images=images[1:])
+
+
+def overwrite(data: bytes, fill: bytes, page: int = 0) -> bytes:
+    """``data`` with ``fill`` written over the middle of ``page``'s first strip (offsets from tag 273)."""
+    with Image.open(io.BytesIO(data)) as im:
+        im.seek(page)
+        start, size = im.tag_v2[273][0], im.tag_v2[279][0]
+    at = start + size // 2
+    return data[:at] + fill + data[at + len(fill) :]
+
+
+# -- damaged strips ---------------------------------------------------------------------------------------
+
+
+def test_a_damaged_g4_strip_that_pillow_decodes_is_damaged_data(
+    rng: np.random.Generator, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Pillow hands over the fax page without a word; libtiff's messages become the finding, a few of them
+    (one per bad line), and nothing reaches standard error."""
+    v = inspect_image(overwrite(tiff(rng, "group4"), b"\xff" * 8), "fax.tif")
+    assert v.error is None and v.usable and len(v.damage) == 1, v
+    assert v.damage[0].startswith("libtiff: Fax4Decode: Bad code word at line "), v.damage
+    assert "of strip 0" in v.damage[0] and v.damage[0].count("; ") <= 2
+    assert capfd.readouterr().err == ""
+
+
+def test_damage_on_a_later_page_names_the_page(rng: np.random.Generator, capfd: pytest.CaptureFixture[str]) -> None:
+    data = tiff(rng, "group4", pages=3)
+    assert inspect_image(data, "fax.tif").damage == []
+    v = inspect_image(overwrite(data, b"\xff" * 8, page=1), "fax.tif")
+    assert v.error is None and v.frames == 3 and len(v.damage) == 1, v
+    assert v.damage[0].startswith("page 1, libtiff: Fax4Decode: Bad code word"), v.damage
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("compression", "fill", "reason"),
+    [
+        ("tiff_lzw", b"\xff" * 8, "decoder error -2; libtiff: Using code not yet in table"),
+        ("tiff_lzw", bytes(64), "decoder error -2; libtiff: LZWDecode: Not enough data at scanline 0 (short "),
+        ("tiff_adobe_deflate", b"\xff" * 8, "decoder error -2; libtiff: ZIPDecode: Decoding error at scanline 0, "),
+    ],
+    ids=["lzw-ff", "lzw-zeros", "deflate-ff"],
+)
+def test_a_damaged_strip_pillow_fails_on_gets_libtiffs_reason(
+    rng: np.random.Generator, capfd: pytest.CaptureFixture[str], compression: str, fill: bytes, reason: str
+) -> None:
+    """Pillow's own reason is a bare 'decoder error -2': libtiff's message says what broke."""
+    v = inspect_image(overwrite(tiff(rng, compression), fill), "a.tif")
+    assert v.error is not None and v.error.startswith(reason), v.error
+    assert capfd.readouterr().err == ""
+
+
+def test_a_failing_later_page_names_the_page(rng: np.random.Generator) -> None:
+    v = inspect_image(overwrite(tiff(rng, "tiff_adobe_deflate", pages=2), b"\xff" * 8, page=1), "a.tif")
+    assert v.error is not None and v.error.startswith("decoder error -2; page 1, libtiff: ZIPDecode: "), v.error
+
+
+def test_packbits_has_no_check_an_overwrite_trips_only_a_strip_cut_short(rng: np.random.Generator) -> None:
+    """PackBits carries no check: libtiff decodes overwritten runs into wrong pixels without a word (no
+    finding is made up for them); a strip whose byte count is cut short runs out of data, and says so."""
+    data = tiff(rng, "packbits")
+    for fill in (bytes(64), b"\xff" * 64, b"\x80" * 64):
+        v = inspect_image(overwrite(data, fill), "p.tif")
+        assert (v.error, v.damage) == (None, []), v
+    with Image.open(io.BytesIO(data)) as im:
+        count = im.tag_v2[279][0]
+    at = data.rindex(struct.pack("<I", count))  # the StripByteCounts value in the directory
+    short = data[:at] + struct.pack("<I", count // 2) + data[at + 4 :]
+    v = inspect_image(short, "p.tif")
+    assert v.error == "decoder error -2; libtiff: PackBitsDecode: Not enough data for scanline 0", v.error
+
+
+def test_a_jpeg_page_libjpeg_aborts_is_damaged_data(rng: np.random.Generator) -> None:
+    """libjpeg's errors inside libtiff ('Unsupported marker type') stop the strip; Pillow decodes on and
+    strict libjpeg-turbo refuses the stream outright, which the strip check leaves to Pillow."""
+    v = inspect_image(overwrite(tiff(rng, "jpeg"), b"\xff" * 8), "j.tif")
+    assert v.error is None and len(v.damage) == 1, v
+    assert v.damage[0].startswith("libtiff: JPEGLib: "), v.damage
+
+
+# -- valid files stay clean and quiet -------------------------------------------------------------------
+
+
+COMPRESSIONS = ["raw", "group4", "group3", "tiff_ccitt", "tiff_lzw", "tiff_adobe_deflate", "packbits", "jpeg"]
+
+
+@pytest.mark.parametrize("compression", [*COMPRESSIONS, "lzma", "zstd"])
+def test_valid_tiffs_stay_clean_and_quiet(
+    rng: np.random.Generator, capfd: pytest.CaptureFixture[str], compression: str
+) -> None:
+    try:
+        data = tiff(rng, compression, pages=2)
+    except (OSError, ValueError) as exc:  # a codec this libtiff was built without
+        pytest.skip(f"{compression}: {exc}")
+    capfd.readouterr()
+    v = inspect_image(data, "ok.tif")
+    assert (v.error, v.damage, v.frames) == (None, [], 2), v
+    assert capfd.readouterr().err == ""
+
+
+def test_unknown_tags_are_no_damage(rng: np.random.Generator, capfd: pytest.CaptureFixture[str]) -> None:
+    info = TiffImagePlugin.ImageFileDirectory_v2()
+    info[50001], info[50002] = "private", 7
+    out = io.BytesIO()
+    Image.fromarray(natural(rng, 64, 80)).save(out, "TIFF", compression="tiff_lzw", tiffinfo=info)
+    capfd.readouterr()
+    v = inspect_image(out.getvalue(), "tags.tif")
+    assert (v.error, v.damage) == (None, []), v
+    assert capfd.readouterr().err == ""
+
+
+def test_libtiff_lines_are_sorted_into_damage_and_notes() -> None:
+    damage, other = tiff_log.sort(
+        [
+            "TIFFReadDirectory: Warning, Unknown field with tag 50001 (0xc351) encountered",
+            "TIFFReadDirectory: Unknown field with tag 50001 (0xc351) encountered",
+            "Fax4Decode: Bad code word at line 12 of strip 0 (x 100)",
+            "Fax4Decode: Bad code word at line 12 of strip 0 (x 100)",
+            "LZWDecode: Corrupted LZW table at scanline 3",
+            "_tiffReadProc: Invalid Read at loc 3309, eof: 2529",
+            "WEBP compression support is not configured",
+        ]
+    )
+    assert damage == [
+        "Fax4Decode: Bad code word at line 12 of strip 0 (x 100)",
+        "LZWDecode: Corrupted LZW table at scanline 3",
+        "_tiffReadProc: Invalid Read at loc 3309, eof: 2529",
+    ]
+    assert other == ["WEBP compression support is not configured"]
+    assert tiff_log.text([f"m{i}" for i in range(5)]) == "libtiff: m0; m1; m2 (and 2 more)"
+
+
+# -- descriptor 2 ---------------------------------------------------------------------------------------
+
+
+def _fd2() -> tuple[int, int]:
+    st = os.fstat(2)
+    return st.st_dev, st.st_ino
+
+
+def test_descriptor_2_is_restored_even_when_the_decode_raises(capfd: pytest.CaptureFixture[str]) -> None:
+    before = _fd2()
+    with pytest.raises(RuntimeError), TiffLog() as log:
+        os.write(2, b"LZWDecode: Not enough data at scanline 0 (short 1 bytes).\n")
+        assert log.take() == ["LZWDecode: Not enough data at scanline 0 (short 1 bytes)"]
+        raise RuntimeError("decoder")
+    assert _fd2() == before
+    assert capfd.readouterr().err == ""
+
+
+def test_other_writes_in_the_window_reach_standard_error(capfd: pytest.CaptureFixture[str]) -> None:
+    """In one process with threads (-j0 beside a progress bar) another thread may write meanwhile: what is
+    not shaped as libtiff's messages is written back to standard error."""
+    with TiffLog() as log:
+        os.write(2, b"\x1b[2K progress 50%\nFax4Decode: Bad code word at line 1 of strip 0 (x 0).\n")
+        assert log.take() == ["Fax4Decode: Bad code word at line 1 of strip 0 (x 0)"]
+        os.write(2, b"written last\n")
+    assert capfd.readouterr().err == "\x1b[2K progress 50%\nwritten last\n"
+
+
+# -- the CLI ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_a_scan_prints_no_libtiff_line(tmp_path: Path, write: Write, rng: np.random.Generator, workers: str) -> None:
+    """libtiff's messages went straight to dscan's standard error, in the middle of the report."""
+    write("data/fax.tif", overwrite(tiff(rng, "group4"), b"\xff" * 8))
+    write("data/lzw.tif", overwrite(tiff(rng, "tiff_lzw"), b"\xff" * 8))
+    write("data/ok.tif", tiff(rng, "tiff_adobe_deflate"))
+    run = subprocess.run(
+        [str(DSCAN), "scan", str(tmp_path / "data"), "-j", workers, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 1, run.stderr
+    assert run.stderr == ""
+    found = {(f["name"], at["path"], at["detail"]) for f in json.loads(run.stdout)["findings"] for at in f["locations"]}
+    assert {(name, path) for name, path, _ in found} == {
+        ("corrupt-image-data", "fax.tif"),
+        ("corrupt-image", "lzw.tif"),
+    }
+    assert all("libtiff: " in detail for _, _, detail in found), found

@@ -138,9 +138,9 @@ def judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool = False, 
     for w in caught:
         if issubclass(w.category, DeprecationWarning | Image.DecompressionBombWarning):
             continue
-        message = str(w.message)
-        if message not in verdict.damage:
-            verdict.damage.append(f"Pillow: {message}")
+        message = f"Pillow: {w.message}"
+        if message not in verdict.damage:  # once, however often Pillow warned it (once per page ...)
+            verdict.damage.append(message)
 
 
 def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constant: bool, log: TiffLog | None) -> None:

@@ -226,3 +226,25 @@ def test_a_scan_prints_no_libtiff_line(tmp_path: Path, write: Write, rng: np.ran
         ("corrupt-image", "lzw.tif"),
     }
     assert all("libtiff: " in detail for _, _, detail in found), found
+
+
+def test_a_pillow_warning_repeated_on_every_page_is_named_once() -> None:
+    """Pillow warns 'Tag data larger than file' each time it reads a directory (14 times for 3 pages): the
+    damage named it 14 times, since the check for a repeat compared the message without its 'Pillow: '."""
+
+    from PIL import TiffImagePlugin
+
+    frames = [Image.fromarray(np.full((8, 8), i * 40, np.uint8)) for i in range(3)]
+    info = TiffImagePlugin.ImageFileDirectory_v2()
+    info[65000] = b"x" * 20
+    info.tagtype[65000] = 7  # UNDEFINED: stored at an offset, its count patched below
+    out = io.BytesIO()
+    frames[0].save(out, "TIFF", save_all=True, append_images=frames[1:], tiffinfo=info)
+    data = bytearray(out.getvalue())
+    entry = struct.pack("<HH", 65000, 7)
+    at = data.find(entry)
+    while at >= 0:
+        data[at + 4 : at + 8] = struct.pack("<I", 10**6)  # more data than the file holds
+        at = data.find(entry, at + 1)
+    verdict = inspect_image(bytes(data), "a.tif")
+    assert verdict.damage == ["Pillow: Tag data larger than file. Skipping tag 65000"], verdict.damage

@@ -211,6 +211,10 @@ class Partial(BaseModel):
     labels: dict[str, LabelTally] = Field(default_factory=dict)
     counters: dict[str, int] = Field(default_factory=dict)
     groups: dict[str, dict[str, list[Location]]] = Field(default_factory=dict)
+    digests: dict[str, list[str]] = Field(default_factory=dict)
+    """Content digests (with what their check adds to the key) and the items that hold them, each as its
+    location's compact JSON. One entry per item of the dataset: as a ``Location`` each (800 bytes) an image
+    folder of a million files held 0.8 GB here; parsed back only for the digests met more than once."""
     info: dict[str, str] = Field(default_factory=dict)
 
     def add(self, code: str, location: Location, values: int = 1) -> None:
@@ -231,8 +235,12 @@ class Partial(BaseModel):
         self.counters[name] = self.counters.get(name, 0) + n
 
     def group(self, family: str, key: str, location: Location) -> None:
-        """Remember ``location`` under ``key`` of ``family`` (e.g. content digests for duplicates)."""
+        """Remember ``location`` under ``key`` of ``family`` (a few per key: samples of a kind)."""
         self.groups.setdefault(family, {}).setdefault(key, []).append(location)
+
+    def remember(self, key: str, location: Location) -> None:
+        """Remember ``location`` under a content digest ``key`` (one per item: see ``digests``)."""
+        self.digests.setdefault(key, []).append(location.model_dump_json(exclude_none=True))
 
 
 def merge(partials: Iterable[Partial]) -> Partial:
@@ -252,6 +260,7 @@ def merge(partials: Iterable[Partial]) -> Partial:
     labels: dict[str, LabelTally] = {}
     counters: dict[str, int] = {}
     groups: dict[str, dict[str, list[Location]]] = {}
+    digests: dict[str, list[str]] = {}
     info: dict[str, str] = {}
     for p in parts:
         for code, tally in p.findings.items():
@@ -266,6 +275,12 @@ def merge(partials: Iterable[Partial]) -> Partial:
             target = groups.setdefault(family, {})
             for key, locs in entries.items():
                 target.setdefault(key, []).extend(locs)
+        for key, held in p.digests.items():
+            known = digests.get(key)
+            if known is None:
+                digests[key] = list(held)
+            else:
+                known.extend(held)
         info.update(p.info)
     for entries in groups.values():
         for locs in entries.values():
@@ -281,5 +296,6 @@ def merge(partials: Iterable[Partial]) -> Partial:
         labels=labels,
         counters=counters,
         groups=groups,
+        digests=digests,
         info=info,
     )

@@ -1,6 +1,6 @@
 """I013 duplicate-image: byte-identical images; across classes, a label conflict; across splits, leakage.
 
-Each image's location goes to ``Partial.groups["duplicate-image"]`` under the xxh3 digest of its bytes,
+Each image's location goes to ``Partial.digests`` (compact: one entry per image) under the xxh3 digest of its bytes,
 suffixed with its split (``digest@val``) in an image folder with splits, and last with its label
 (``digest@val:label``; a class name may hold any character) when it has one; merging partials joins equal keys,
 and the finalizer joins the keys of one digest:
@@ -51,7 +51,7 @@ def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
     key = digest if item.split is None else f"{digest}@{item.split}"  # no per-file copy of the location
     if item.label is not None:
         key += f":{item.label}"
-    ctx.partial.group(FAMILY, key, item.location)
+    ctx.partial.remember(key, item.location)
 
 
 def _class_names(ctx: ScanContext) -> list[str]:
@@ -95,12 +95,18 @@ def _splits_and_labels(labels: dict[str, set[str]], names: list[str]) -> str:
 
 
 def finalize(ctx: ScanContext) -> None:
+    held: dict[str, int] = {}
+    for key, texts in ctx.partial.digests.items():
+        digest = key.partition(":")[0].partition("@")[0]
+        held[digest] = held.get(digest, 0) + len(texts)
     by_digest: dict[str, tuple[list[Location], dict[str, set[str]]]] = {}
-    for key, locs in ctx.partial.groups.get(FAMILY, {}).items():
+    for key, texts in ctx.partial.digests.items():
         head, _, label = key.partition(":")
         digest, _, split = head.partition("@")
+        if held[digest] < 2:  # most images: held once, never parsed back
+            continue
         members, labels = by_digest.setdefault(digest, ([], {}))
-        members.extend(locs)
+        members.extend(Location.model_validate_json(text) for text in texts)
         found = labels.setdefault(split, set())
         if label:
             found.add(label)

@@ -22,7 +22,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import SourceNotFound, UnsupportedSource
@@ -164,14 +164,32 @@ def _atoi(token: str) -> int:
     return int(found.group()) if found else 0
 
 
-def _is_im2rec(lines: list[tuple[int, str]]) -> bool:
+def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(1-based number, text without its end) of each line of a list, one at a time (a list of a million lines
+    split at once held every line two or three times over); an empty last line is the end of the one before."""
+    start, number = 0, 1
+    while start < len(text):
+        end = text.find("\n", start)
+        line = text[start : len(text) if end < 0 else end].rstrip("\r")
+        if end >= 0 or line:
+            yield number, line
+        if end < 0:
+            return
+        start, number = end + 1, number + 1
+
+
+def _is_im2rec(lines: Iterable[tuple[int, str]]) -> bool:
     """Whether most lines are MXNet im2rec's ``index<TAB>label<TAB>path``."""
-    texts = [text for _, text in lines if text.strip()]
-    hits = 0
-    for text in texts[:SNIFF_LINES]:
+    texts = hits = 0
+    for _, text in lines:
+        if not text.strip():
+            continue
+        texts += 1
         fields = text.split("\t")
         hits += len(fields) >= 3 and bool(INTEGER.fullmatch(fields[0].strip())) and _is_image_path(fields[-1])
-    return bool(texts) and hits * 2 > min(len(texts), SNIFF_LINES)
+        if texts == SNIFF_LINES:
+            break
+    return texts > 0 and hits * 2 > min(texts, SNIFF_LINES)
 
 
 def _holds_paths(records: list[list[str]], col: int) -> bool:
@@ -290,22 +308,28 @@ class ImageListSource(ImageFilesSource):
 
     def _list_rows(self, partial: Partial) -> list[tuple[int, str, int | float | str | None]]:
         text_all = _decode(self.path.read_bytes())
-        lines = [(n, raw.rstrip("\r")) for n, raw in enumerate(text_all.split("\n"), start=1)]
-        if lines and not lines[-1][1]:
-            lines.pop()  # the end of the last line
-        if _is_im2rec(lines):
-            return self._im2rec_rows(partial, lines)
-        filled = [text for _, text in lines if text.strip()]
-        tabbed = sum("\t" in text.strip() for text in filled) * 2 > len(filled)  # "path<TAB>label" lines
-        parsed = [(n, text, *(split_tabbed(text) if tabbed else split_line(text))) for n, text in lines if text.strip()]
+        if _is_im2rec(numbered_lines(text_all)):
+            return self._im2rec_rows(partial, numbered_lines(text_all))
+        # the lines are read again for each vote, one at a time: the rows are the only copy kept
+        filled = tabs = 0
+        for _, text in numbered_lines(text_all):
+            stripped = text.strip()
+            filled += bool(stripped)
+            tabs += "\t" in stripped
+        tabbed = tabs * 2 > filled  # "path<TAB>label" lines
+        split = split_tabbed if tabbed else split_line
         # labelled when most lines carry a label (one comment line does not make a list of paths a labelled one)
-        labelled = sum(token is not None for _, _, _, token in parsed) * 2 >= len(parsed) > 0
+        tokens = sum(split(text)[1] is not None for _, text in numbered_lines(text_all) if text.strip())
+        labelled = tokens * 2 >= filled > 0
         if labelled:  # (an unlabelled list is no Caffe list)
-            for n, text in lines:
+            for n, text in numbered_lines(text_all):
                 if not text.strip():  # std::getline hands Caffe an empty line: an empty path
                     self._syntax(partial, n, "blank line: Caffe reads an empty path here (ImageDataLayer stops)")
         rows: list[tuple[int, str, int | float | str | None]] = []
-        for n, text, entry, token in parsed:
+        for n, text in numbered_lines(text_all):
+            if not text.strip():
+                continue
+            entry, token = split(text)
             if not labelled:
                 if text.lstrip().startswith("#"):  # no list reader skips comments: it is read as a file name
                     self._syntax(partial, n, "a comment line: list readers take it for a file name")
@@ -406,7 +430,7 @@ class ImageListSource(ImageFilesSource):
         return bool(sample) and found * 2 > len(sample)
 
     def _im2rec_rows(
-        self, partial: Partial, lines: list[tuple[int, str]]
+        self, partial: Partial, lines: Iterable[tuple[int, str]]
     ) -> list[tuple[int, str, int | float | str | None]]:
         """MXNet im2rec's ``.lst``: ``index<TAB>label<TAB>path`` (more labels for multi-label data: the label
         checks then do not run)."""

@@ -17,6 +17,7 @@ from scanner_service import ScanConfig
 from scanner_service.engine import plan, scan_shard
 from scanner_service.partial import merge
 from scanner_service.sources import detect_kind, open_source
+from scanner_service.sources.imagelist import numbered_lines
 from scanner_service.sources.images import ImageFolderSource
 
 Write = Callable[[str, bytes], Path]
@@ -213,6 +214,30 @@ def test_caffe_list_with_spaces_missing_files_and_bad_lines(
     assert _locs(report, "L002") == [("img/d.png", 7, "negative label -1")]
     assert report.labels[0].stream == "train.txt"
     assert report.summary.items_scanned == 3
+
+
+def test_list_lines_are_numbered_as_split_lines_whatever_their_ends() -> None:
+    """Lines are read one at a time: numbered as ``text.split("\\n")`` numbers them, "\\r" dropped from their
+    end, an empty last piece (the end of the last line) not a line."""
+    for text in ["", "a", "a\n", "a\r\nb\r\n", "\n\n", "a\n\n", "a\n\r", "a\nb", " \r\n\tb\r"]:
+        expected = [(n, raw.rstrip("\r")) for n, raw in enumerate(text.split("\n"), start=1)]
+        if expected and not expected[-1][1]:
+            expected.pop()
+        assert list(numbered_lines(text)) == expected, repr(text)
+
+
+def test_a_long_list_of_missing_files_counts_them_all_and_names_the_first(tmp_path: Path, write: Write) -> None:
+    write("real.png", png(np.random.default_rng(0)))
+    lines = [f"gone/{i}.jpg {i % 3}" for i in range(500)]
+    lines[250:250] = ["", "real.png 1"]
+    write("train.txt", "\r\n".join(lines).encode())
+    report = scan_dir(tmp_path / "train.txt", max_locations=3)
+    assert finding(report, "S004").count == 500
+    assert _locs(report, "S004") == [("train.txt", n, f"gone/{n - 1}.jpg does not exist") for n in (1, 2, 3)]
+    assert _locs(report, "S005") == [
+        ("train.txt", 251, "blank line: Caffe reads an empty path here (ImageDataLayer stops)")
+    ]
+    assert report.summary.items_scanned == 1 and report.labels[0].total == 1
 
 
 def test_list_paths_relative_to_root(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:

@@ -94,33 +94,41 @@ def _splits_and_labels(labels: dict[str, set[str]], names: list[str]) -> str:
     return text
 
 
+def _first(texts: list[str]) -> Location:
+    """The first in storage order of the locations ``texts`` hold (as compact JSON), parsed one at a time."""
+    return min((Location.model_validate_json(text) for text in texts), key=Location.sort_key)
+
+
 def finalize(ctx: ScanContext) -> None:
     held: dict[str, int] = {}
     for key, texts in ctx.partial.digests.items():
         digest = key.partition(":")[0].partition("@")[0]
         held[digest] = held.get(digest, 0) + len(texts)
-    by_digest: dict[str, tuple[list[Location], dict[str, set[str]]]] = {}
+    by_digest: dict[str, tuple[list[str], dict[str, set[str]]]] = {}
     for key, texts in ctx.partial.digests.items():
         head, _, label = key.partition(":")
         digest, _, split = head.partition("@")
         if held[digest] < 2:  # most images: held once, never parsed back
             continue
         members, labels = by_digest.setdefault(digest, ([], {}))
-        members.extend(Location.model_validate_json(text) for text in texts)
+        members.extend(texts)
         found = labels.setdefault(split, set())
         if label:
             found.add(label)
-    groups = [(sorted(m, key=Location.sort_key), lab) for m, lab in by_digest.values() if len(m) > 1]
+    # a group is placed by its first copy; only the groups shown keep their copies as locations (every copy of
+    # every group as a Location, 800 bytes each, grew with the number of duplicated images)
+    groups = [(_first(texts).sort_key(), texts, lab) for texts, lab in by_digest.values() if len(texts) > 1]
     if not groups:
         return
-    groups.sort(key=lambda g: g[0][0].sort_key())
+    groups.sort(key=lambda g: g[0])
     names_by_id = _class_names(ctx)
     locs = []
-    for members, labels in groups[: ctx.partial.cap]:
-        first, others = members[0], members[1:]
+    for _, texts, labels in groups[: ctx.partial.cap]:
+        copies = sorted((Location.model_validate_json(text) for text in texts), key=Location.sort_key)
+        first, others = copies[0], copies[1:]
         names = ", ".join(m.short() for m in others[:SHOWN])
         if len(others) > SHOWN:
             names += f" and {len(others) - SHOWN} more"
-        text = f"{len(members)} identical copies: also {names}" + _splits_and_labels(labels, names_by_id)
+        text = f"{len(copies)} identical copies: also {names}" + _splits_and_labels(labels, names_by_id)
         locs.append(first.model_copy(update={"detail": text}))
-    ctx.emit_many(CHECK.code, len(groups), sum(len(m) - 1 for m, _ in groups), locs)
+    ctx.emit_many(CHECK.code, len(groups), sum(len(texts) - 1 for _, texts, _ in groups), locs)

@@ -216,6 +216,21 @@ def test_duplicates_across_classes_are_label_conflicts(tmp_path: Path, write: Wr
     ]
 
 
+def test_duplicate_groups_beyond_the_cap_are_counted_and_the_shown_ones_come_first_in_storage_order(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """Groups are placed by their first copy, whichever shard read it; only the shown ones are named."""
+    images = [jpeg(rng) for _ in range(5)]
+    for i in range(20):  # copy i of image i % 5: groups of 4, their copies spread over every shard
+        write(f"img{i:02d}.jpg", images[(19 - i) % 5])
+    f = finding(scan_dir(tmp_path, shard_bytes=1 << 12, max_locations=2), "I013")
+    assert (f.count, f.values) == (5, 15)
+    assert [(loc.path, loc.detail) for loc in f.locations] == [
+        ("img00.jpg", "4 identical copies: also img05.jpg, img10.jpg, img15.jpg"),
+        ("img01.jpg", "4 identical copies: also img06.jpg, img11.jpg, img16.jpg"),
+    ]
+
+
 @pytest.mark.parametrize("code", ["I003", "corrupt-image"])
 def test_ignoring_a_check_removes_it(tmp_path: Path, write: Write, rng: np.random.Generator, code: str) -> None:
     write("cut.jpg", jpeg(rng)[:500])

@@ -40,7 +40,6 @@ CHECK = Check(
     message="{count} group{s} of byte-identical images ({values} redundant)",
 )
 
-FAMILY = "duplicate-image"
 SHOWN = 5
 
 
@@ -99,15 +98,21 @@ def _first(texts: list[str]) -> Location:
     return min((Location.model_validate_json(text) for text in texts), key=Location.sort_key)
 
 
+def _parts(key: str) -> tuple[str, str, str]:
+    """(digest, split, label) of a key ``digest@split:label`` ('' for a part it does not have)."""
+    head, _, label = key.partition(":")
+    digest, _, split = head.partition("@")
+    return digest, split, label
+
+
 def finalize(ctx: ScanContext) -> None:
     held: dict[str, int] = {}
     for key, texts in ctx.partial.digests.items():
-        digest = key.partition(":")[0].partition("@")[0]
+        digest = _parts(key)[0]
         held[digest] = held.get(digest, 0) + len(texts)
     by_digest: dict[str, tuple[list[str], dict[str, set[str]]]] = {}
     for key, texts in ctx.partial.digests.items():
-        head, _, label = key.partition(":")
-        digest, _, split = head.partition("@")
+        digest, split, label = _parts(key)
         if held[digest] < 2:  # most images: held once, never parsed back
             continue
         members, labels = by_digest.setdefault(digest, ([], {}))

@@ -221,7 +221,7 @@ def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:
 
     problem = jpeg_damage(data, tags)
     if problem is not None:
-        verdict.damage.append(f"page {page}, {problem}" if verdict.frames > 1 else problem)
+        verdict.damage.append(f"{_on_page(page, verdict)}{problem}")
 
 
 def _container_end(data: Any, verdict: Verdict, gif: tuple[int, str | None, str | None] | None) -> None:

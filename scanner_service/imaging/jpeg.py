@@ -53,6 +53,11 @@ further on must still be found."""
 WARNINGS = ("Corrupt JPEG data", "Premature end of JPEG file", "Inconsistent progression sequence")
 """libjpeg's warnings about damaged data (JWRN_*): a decoder that goes on past one returns wrong pixels."""
 
+LOSSLESS = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
+"""Lossless frame types (SOF3 ...: DNG, medical images): there is no DCT to scale, and libjpeg-turbo's TurboJPEG
+interface, asked for a 1/8 image, writes the full-size image into the buffer it allocated for the small one (a
+heap overflow: the process crashes then or later). They are decoded at full size."""
+
 SEQUENTIAL = frozenset({0xC0, 0xC1, 0xC5, 0xC9, 0xCD})
 """Frame types whose scans must read Ss=0, Se=63, Ah=Al=0 (libjpeg warns and ignores other values)."""
 
@@ -227,11 +232,13 @@ def end_of_image(data: Any, scan: int) -> int:
 
 
 def decode_thumbnail(data: Any) -> np.ndarray[Any, Any]:
-    """The strict 1/8 gray decode of one JPEG stream; raises ValueError with libjpeg's reason."""
-    return _decode(data, strict=True)
+    """The strict 1/8 gray decode of one JPEG stream (full size when lossless); raises ValueError with
+    libjpeg's reason."""
+    return _decode(data, strict=True, full=parse_header(data).sof in LOSSLESS)
 
 
 def _decode(data: Any, strict: bool, colorspace: str = "GRAY", full: bool = False) -> np.ndarray[Any, Any]:
+    """``full``: at full size; never scale a lossless frame (see ``LOSSLESS``)."""
     if full:
         return simplejpeg.decode_jpeg(data, colorspace=colorspace, strict=strict)  # type: ignore[no-any-return]
     return simplejpeg.decode_jpeg(  # type: ignore[no-any-return]
@@ -294,7 +301,7 @@ def _strict_decode(data: Any, head: JpegHeader) -> tuple[np.ndarray[Any, Any], A
     decoded = data
     while True:  # ends: each field is set once, and a warning with nothing left to set is raised
         try:
-            return _decode(decoded, strict=True), decoded
+            return _decode(decoded, strict=True, full=head.sof in LOSSLESS), decoded
         except ValueError as exc:
             reason = str(exc)
             fixed = _assumed(decoded, head, reason) if reason.startswith(HARMLESS) else None
@@ -365,7 +372,7 @@ def _strict_failed(
 ) -> None:
     """``decoded``: ``data`` with the fields of harmless warnings set (``_strict_decode``)."""
     try:
-        _decode(decoded, strict=False)
+        _decode(decoded, strict=False, full=head.sof in LOSSLESS)
     except ValueError as exc:
         fatal = str(exc)
     else:
@@ -463,7 +470,7 @@ def _other_pictures(data: Any, end: int, verdict: Verdict, picture: int = 1) -> 
         except ValueError as exc:
             reason = exc.args[0]
             try:
-                _decode(exc.args[1], strict=False)
+                _decode(exc.args[1], strict=False, full=head.sof in LOSSLESS)
             except ValueError as fatal:
                 verdict.error = verdict.error or f"picture {picture} of the MPO file: {fatal}"
                 return -1

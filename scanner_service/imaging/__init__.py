@@ -44,7 +44,7 @@ def inspect_image(data: bytes | memoryview, name: str = "", max_pixels: int = DE
     if len(data) == 0:
         verdict.empty = True
         return verdict
-    fmt = sniff(data[:64])
+    fmt = sniff(data[:1024])  # (64 bytes name every format; an SVG's XML prologue may take more)
     if fmt is None:
         _without_magic(data, name, verdict, max_pixels)
         return verdict

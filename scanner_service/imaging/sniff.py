@@ -6,6 +6,8 @@ what non-image content looks like (HTML, text, gzip ...), so a ``not-an-image`` 
 
 from __future__ import annotations
 
+import re
+
 FORMAT_BY_EXTENSION: dict[str, str] = {
     ".jpg": "jpeg",
     ".jpeg": "jpeg",
@@ -106,8 +108,19 @@ UNREADABLE = {
 """Image formats this Pillow cannot decode: a loader built on Pillow fails on them."""
 
 
+SVG = re.compile(
+    rb"(?:\xef\xbb\xbf)?\s*"  # a byte-order mark, spaces
+    rb"(?:(?:<\?[^>]*>|<!--.*?-->|<!DOCTYPE\s[^>\[]*(?:\[.*?\])?\s*>)\s*)*"  # declaration, comments, DOCTYPE
+    rb"<svg[\s>]",
+    re.S | re.I,
+)
+"""An SVG document: its first element is ``<svg``, after a byte-order mark, an XML declaration, comments (an
+editor's 'Generator: Adobe Illustrator') and a DOCTYPE."""
+
+
 def sniff(head: bytes | memoryview) -> str | None:
-    """The image format of content starting with ``head`` (the first 64 bytes are enough), else None."""
+    """The image format of content starting with ``head`` (the first 64 bytes are enough, 1,024 for an SVG
+    after a long XML prologue), else None."""
     h = bytes(head[:64])
     if h[:3] == b"\xff\xd8\xff":
         return "jpeg"
@@ -129,8 +142,8 @@ def sniff(head: bytes | memoryview) -> str | None:
         return "jpeg2000"
     if h[4:8] == b"ftyp":
         brand = h[8:12]
-        if brand in (b"avif", b"avis"):
-            return "avif"
+        if brand in (b"avif", b"avis") or (brand in (b"mif1", b"msf1") and _compatible(h, b"avif", b"avis")):
+            return "avif"  # (AVIF files whose major brand is HEIF's generic one: Pillow reads them as AVIF)
         if brand in (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1"):
             return "heif"
         return None
@@ -148,11 +161,17 @@ def sniff(head: bytes | memoryview) -> str | None:
         return "jxl"
     if h[:4] == b"\x76\x2f\x31\x01":
         return "exr"
-    if h.lstrip()[:5].lower() == b"<svg " or (h.lstrip()[:5] == b"<?xml" and b"<svg" in bytes(head[:1024])):
+    if h[:1] in b"<\xef \t\r\n" and SVG.match(bytes(head[:1024])):
         return "svg"
     if h[:9] == b"#define w" or h[:9] == b"#define h":
         return "xbm"
     return None
+
+
+def _compatible(h: bytes, *brands: bytes) -> bool:
+    """Whether the ISO media ``ftyp`` box at the start of ``h`` lists one of ``brands`` as compatible."""
+    end = min(int.from_bytes(h[:4], "big"), len(h))
+    return any(h[i : i + 4] in brands for i in range(16, end - 3, 4))
 
 
 def certainly_no_image(head: bytes | memoryview) -> bool:
@@ -163,7 +182,7 @@ def certainly_no_image(head: bytes | memoryview) -> bool:
 
 def content(head: bytes | memoryview) -> tuple[str, bool]:
     """(what non-image content starting with ``head`` looks like, whether it certainly is no image)."""
-    h = bytes(head[:512])
+    h = bytes(head[:512]).removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark: text all the same
     low = h.lstrip().lower()
     if low.startswith((b"<!doctype html", b"<html")) or b"<html" in low[:256]:
         return "HTML (a web page saved in place of the image: an error or login page?)", True
@@ -185,6 +204,9 @@ def content(head: bytes | memoryview) -> tuple[str, bool]:
         return "a NumPy array (.npy)", True
     if len(h) >= 262 and h[257:262] == b"ustar":
         return "a tar archive", False
+    raw = _camera_raw(h)
+    if raw is not None:
+        return f"a camera raw file ({raw}), which no image loader decodes: convert it to JPEG or PNG", True
     if h[4:8] == b"ftyp":
         return f"an ISO media file (brand {h[8:12].decode('latin-1')!r}: a video?)", False
     if not h.strip(b"\x00"):
@@ -192,6 +214,22 @@ def content(head: bytes | memoryview) -> tuple[str, bool]:
     if _printable(h):
         return "text", False
     return f"unknown binary data (starts with {h[:8].hex(' ')})", False
+
+
+def _camera_raw(h: bytes) -> str | None:
+    """The camera raw format of content starting with ``h``, for raw formats with signatures of their own (the
+    TIFF-based ones, DNG, CR2, NEF, ARW, are TIFFs: Pillow reads their first directory, a preview)."""
+    if h[4:12] == b"ftypcrx ":
+        return "Canon CR3"
+    if h[:4] in (b"IIRO", b"IIRS", b"MMOR"):
+        return "Olympus ORF"
+    if h[:4] == b"IIU\x00":
+        return "Panasonic RW2"
+    if h[:16] == b"FUJIFILMCCD-RAW ":
+        return "Fujifilm RAF"
+    if h[:2] == b"II" and h[6:14] == b"HEAPCCDR":
+        return "Canon CRW"
+    return None
 
 
 def _printable(h: bytes) -> bool:
@@ -242,6 +280,10 @@ def trailing_kind(rest: bytes | memoryview) -> str:
     kind = sniff(rest[:64])
     if kind is not None:
         return f"another {kind.upper()} image (concatenated files?)"
+    if bytes(rest[4:8]) == b"ftyp":  # Google's and Samsung's motion photos append the clip to the JPEG
+        return "an MP4 video (a phone's motion photo? Loaders read only the image before it)"
+    if bytes(rest[-4:]) == b"SEFT":
+        return "Samsung camera metadata (an SEFH/SEFT trailer)"
     if not bytes(rest).strip(b"\x00"):
         return "zero bytes (padding)"
     what, certain = content(rest[:512])

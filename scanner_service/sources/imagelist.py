@@ -81,6 +81,19 @@ def split_tabbed(line: str) -> tuple[str, str | None]:
     return (path.strip(), token.strip()) if tab else (line.strip(), None)
 
 
+def split_commaed(line: str) -> tuple[str, str | None]:
+    """(path, label token) of a line of a list separated by commas (``path,label``: a CSV without a header saved
+    as .txt): the label after the last comma; a line without a comma has no label."""
+    path, comma, token = line.strip().rpartition(",")
+    return (path.strip(), token.strip()) if comma else (line.strip(), None)
+
+
+def _commaed(line: str) -> bool:
+    """Whether ``line`` reads ``image path,label``."""
+    path, token = split_commaed(line)
+    return token is not None and _is_image_path(path)
+
+
 def _dialect(path: Path, header: str) -> str:
     if path.suffix.lower() == ".tsv" or ("\t" in header and "," not in header):
         return "\t"
@@ -199,6 +212,29 @@ def _holds_paths(records: list[list[str]], col: int) -> bool:
     return bool(sample) and hits * 2 > len(sample)
 
 
+def _windows(entry: str, root: Path) -> str:
+    """A hint for a listed path that does not exist: that it is a Windows path whose file exists with '/' (a list
+    written on Windows: '\\' separates nothing here, and every reader fails on it), else ''."""
+    if "\\" not in entry or os.sep == "\\":
+        return ""
+    posix = entry.replace("\\", "/")
+    if not os.path.isfile(posix if os.path.isabs(posix) else root / posix):
+        return ""
+    return f" ({posix} does: the list was written with Windows separators)"
+
+
+def _label_column(records: list[list[str]], path_col: int) -> int | None:
+    """The label column of a CSV without a header: the one column beside the paths whose sampled values are all
+    integers, else the only column beside them (class names); None when there is none, or more than one
+    column of integers (box coordinates, ids ...)."""
+    sample = [r for r in records[:SNIFF_LINES] if any(f.strip() for f in r)]
+    others = [col for col in range(max((len(r) for r in sample), default=0)) if col != path_col]
+    found = [col for col in others if all(col < len(r) and INTEGER.fullmatch(r[col].strip()) for r in sample)]
+    if len(found) == 1:
+        return found[0]
+    return others[0] if len(others) == 1 and not found else None
+
+
 def _path_column(name: str, header: list[str], records: list[list[str]]) -> int:
     """The column of image paths when the header names none of PATH_COLUMNS: the one whose values are image
     file names (Kaggle's ``image_id`` of ``1000015157.jpg``). Raises UnsupportedSource when there is none."""
@@ -233,7 +269,8 @@ class ImageListSource(ImageFilesSource):
             return False
         hits = sum(1 for ln in lines if _is_image_path(split_line(ln)[0]))
         labelled = sum(1 for ln in lines if isinstance(_number(split_line(ln)[1] or "x"), int))
-        return hits * 2 > len(lines) or labelled * 2 > len(lines)
+        commas = sum(1 for ln in lines if _commaed(ln))
+        return hits * 2 > len(lines) or labelled * 2 > len(lines) or commas * 2 > len(lines)
 
     @property
     def is_csv(self) -> bool:
@@ -278,7 +315,9 @@ class ImageListSource(ImageFilesSource):
             try:
                 st = target.stat()
             except FileNotFoundError:
-                missing = Location(path=self.list_name, line=line, detail=f"{entry} does not exist")
+                missing = Location(
+                    path=self.list_name, line=line, detail=f"{entry} does not exist{_windows(entry, root)}"
+                )
                 partial.add("S004", missing)
                 continue
             except OSError as exc:
@@ -311,13 +350,15 @@ class ImageListSource(ImageFilesSource):
         if _is_im2rec(numbered_lines(text_all)):
             return self._im2rec_rows(partial, numbered_lines(text_all))
         # the lines are read again for each vote, one at a time: the rows are the only copy kept
-        filled = tabs = 0
+        filled = tabs = commas = 0
         for _, text in numbered_lines(text_all):
             stripped = text.strip()
             filled += bool(stripped)
             tabs += "\t" in stripped
+            commas += _commaed(stripped)
         tabbed = tabs * 2 > filled  # "path<TAB>label" lines
-        split = split_tabbed if tabbed else split_line
+        commaed = not tabbed and commas * 2 > filled  # "path,label" lines: read as their writer meant them
+        split = split_tabbed if tabbed else split_commaed if commaed else split_line
         # labelled when most lines carry a label (one comment line does not make a list of paths a labelled one)
         tokens = sum(split(text)[1] is not None for _, text in numbered_lines(text_all) if text.strip())
         labelled = tokens * 2 >= filled > 0
@@ -336,7 +377,7 @@ class ImageListSource(ImageFilesSource):
                 else:
                     rows.append((n, entry, None))
                 continue
-            misread = None if tabbed or token is None else _caffe_misreads(text, entry, token)
+            misread = None if tabbed or commaed or token is None else _caffe_misreads(text, entry, token)
             if misread is not None:
                 self._syntax(partial, n, misread)
                 continue
@@ -371,8 +412,12 @@ class ImageListSource(ImageFilesSource):
         if header is None:
             return []
         path_col, label_col = _columns(header)
+        headerless = next((i for i, h in enumerate(header) if _is_image_path(h)), None) if path_col is None else None
+        if headerless is not None:  # the first line names an image: it is a row (pandas' header=None), no header
+            path_col, header = headerless, [f"column {i + 1}" for i in range(len(header))]
         records: list[tuple[int, list[str]]] = []
-        for n, record in _csv_records(lines, 1, delimiter, {path_col, label_col}):
+        start = 0 if headerless is not None else 1
+        for n, record in _csv_records(lines, start, delimiter, {path_col, label_col}):
             if isinstance(record, str):
                 self._syntax(partial, n + skipped, record)
             else:
@@ -380,7 +425,13 @@ class ImageListSource(ImageFilesSource):
         if not any(any(field.strip() for field in record) for _, record in records):
             return []  # a header alone: the list names no file
         rows_only = [record for _, record in records]
-        if path_col is None:
+        if headerless is not None:
+            path_col, label_col = headerless, _label_column(rows_only, headerless)
+            labels = "no labels" if label_col is None else f"labels in column {label_col + 1}"
+            partial.info["images.list"] = (
+                f"{self.path.name} has no header: line 1 is a row (paths in column {headerless + 1}, {labels})"
+            )
+        elif path_col is None:
             path_col = _path_column(self.path.name, header, rows_only)
         elif not _holds_paths(rows_only, path_col) and not self._existing(rows_only, path_col):
             # named 'image' but holding ids (no such files): a column of file names wins

@@ -38,6 +38,7 @@ from .lmdb_pages import (
     cut,
     damaged_meta,
     is_database_record,
+    main_flags,
     out_of_order,
     overlooked_meta,
     read_tree,
@@ -59,6 +60,12 @@ from .walk import Outside
 
 SAMPLE = 32
 """Values sampled to detect the decoder."""
+RECORD_BYTES = 11
+"""The least room a record takes in a leaf page: its 2-byte node pointer, the 8-byte node header, a 1-byte key."""
+OUT_OF_ORDER = (
+    "LMDB reads on without an error, but a read in key order meets records twice or out of place, and a lookup "
+    "by key (txn.get) finds nothing for the records here"
+)
 
 
 class LmdbSource(Source):
@@ -125,6 +132,7 @@ class LmdbSource(Source):
         per = records_per_shard(meta, self.config.shard_bytes)
         info.items = entries
         planner = _Planner(self, rel, entries, per)
+        planner.capacity = max(size, in_use) // RECORD_BYTES  # the pages the meta page names, even past a cut
         if tree is not None:
             ranges = cut(tree.leaves, per)
             planner.head, planner.reached = [r for r, _pages in ranges], entries
@@ -133,6 +141,8 @@ class LmdbSource(Source):
             self._check_order(tree.leaves, rel, partial)
         else:
             planner.add_forward(forward)
+            if forward.disorder is not None and main_flags(self.data_file) == 0:  # else not in bytewise order
+                self._walked_out_of_order(forward.disorder, rel, partial)
             if forward.failure is not None:
                 planner.recover(forward)
         if planner.walked == 0 and entries == 0 and forward.failure is None:
@@ -149,7 +159,7 @@ class LmdbSource(Source):
                 partial.add("S006", Location(path=rel, detail="the LMDB environment holds no records"))
         self._check_size(meta, size, rel, partial, planner.failure is None and planner.walked >= entries)
         planner.report(partial)
-        if planner.failure is None and planner.walked > entries:  # a count too low (reported): the tree's is true
+        if planner.count_damaged:  # a count too low, or more than the file holds (reported): the tree's is true
             entries = planner.entries = info.items = planner.walked
         if chosen is None and tree is not None and tree.entries:
             forward.sample = sample_values(self.data_file, tree, SAMPLE) or []
@@ -187,10 +197,20 @@ class LmdbSource(Source):
             f"keys out of order: this key (record {pos:,}, the first of leaf page {leaf.pgno}) should sort after key "
             f"{key_text(prev.last)} (the last of leaf page {prev.pgno}) and at or after the branch key "
             f"{key_text(leaf.low)} that leads to it, and does not: a damaged branch page names the wrong leaf, or "
-            "a key is damaged. LMDB reads on without an error, but a read in key order meets records twice or "
-            "out of place, and a lookup by key (txn.get) finds nothing for the records here"
+            f"a key is damaged. {OUT_OF_ORDER}"
         )
         partial.add("R004", Location(path=rel, key=key_text(leaf.first), index=pos, detail=detail))
+
+    def _walked_out_of_order(self, disorder: tuple[int, bytes, bytes], rel: str, partial: Partial) -> None:
+        """A key the walk met after a key that sorts after it: leaf pages out of place (their page headers
+        name other pages, so the tree was not read from the pages, where ``_check_order`` would tell)."""
+        pos, before, found = disorder
+        detail = (
+            f"keys out of order: this key (record {pos:,}) comes after key {key_text(before)} in LMDB's reading "
+            f"order, and should sort before it: leaf pages out of place (written over one another, or a damaged "
+            f"branch page). {OUT_OF_ORDER}"
+        )
+        partial.add("R004", Location(path=rel, key=key_text(found), index=pos, detail=detail))
 
     def _check_size(self, meta: dict[str, int], size: int, rel: str, partial: Partial, complete: bool) -> None:
         """The meta page's page counts against the file; ``complete``: the walk read every record counted."""
@@ -380,10 +400,17 @@ class _Planner:
         """Keys the forward walks went through."""
         self.back = 0
         """Keys the backward walks went through."""
+        self.capacity = 1 << 62
+        """The most records the data file could hold (a meta page that counts more is damaged)."""
 
     @property
     def walked(self) -> int:
         return sum(r[1] for r in self.head) + sum(r[1] for r in self.tail)
+
+    @property
+    def count_damaged(self) -> bool:
+        """Whether the walk read every record and the meta page's count is wrong: too low, or impossibly high."""
+        return self.failure is None and (self.walked > self.entries or self.entries > self.capacity)
 
     def first_key(self) -> bytes | None:
         ranges = self.head + self.tail
@@ -434,7 +461,15 @@ class _Planner:
 
     def report(self, partial: Partial) -> None:
         if self.failure is None:
-            if self.walked < self.entries:  # the walk ended without an error, short of the records counted
+            if self.count_damaged and self.walked < self.entries:
+                detail = (
+                    f"the meta page counts {self.entries:,} records, the tree holds {self.walked:,}: the count is "
+                    f"damaged (the data file has room for {self.capacity:,} records at most). Readers that take "
+                    "the dataset's length from it (txn.stat()['entries'] as a Dataset's __len__) ask for records "
+                    f"that do not exist; all {self.walked:,} records were scanned"
+                )
+                partial.add("R004", Location(path=self.rel, detail=detail))
+            elif self.walked < self.entries:  # the walk ended without an error, short of the records counted
                 good = self.last_good()
                 detail = (
                     f"the meta page counts {self.entries:,} records, the tree holds {self.walked:,}: the tree "

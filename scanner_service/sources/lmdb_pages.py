@@ -145,6 +145,17 @@ def damaged_meta(path: Path) -> str | None:
     )
 
 
+def main_flags(path: Path) -> int | None:
+    """The main database's flags in the meta page LMDB opens (0: keys in bytewise order, no duplicates), or
+    None when the meta pages cannot be read."""
+    try:
+        with path.open("rb") as fh:
+            metas = _Reader(fh.fileno(), os.fstat(fh.fileno()).st_size).metas()
+    except (OSError, _Unreadable, struct.error):
+        return None
+    return int(metas[picked(metas)][2][1])
+
+
 def picked(metas: list[Any]) -> int:
     """The meta page LMDB opens (``mdb_env_pick_meta``): page 1 only when its transaction id is higher, so
     page 0 when the two are equal."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+import operator
 import os
 import pickle
 import struct
@@ -101,6 +102,8 @@ class Walk:
     """The keys of ``lookup`` that are present, with the first ``HEAD`` bytes of their values."""
     traced: tuple[int, bytes, bytes] | None = None
     """With ``trace``: keys walked (up to the failure), the first and the last of them."""
+    disorder: tuple[int, bytes, bytes] | None = None
+    """The first key a forward walk met out of order: its offset, the key walked before it, and the key."""
 
     @property
     def walked(self) -> int:
@@ -181,6 +184,7 @@ def _walk_keys(send: Sink, trace: mmap.mmap | None, txn: Any, job: Job, per: int
     walked = start = 0
     first: bytes | None = None
     last = b""
+    disordered = False
 
     def close() -> None:
         nonlocal first
@@ -208,6 +212,8 @@ def _walk_keys(send: Sink, trace: mmap.mmap | None, txn: Any, job: Job, per: int
                 chunk = _before_stop(chunk, job.stop, job.backward)
             if not chunk:
                 break
+            if not job.backward and not disordered:
+                disordered = _disorder(send, chunk, walked, last if walked else None)
             if first is None:
                 first, start = chunk[0], walked
                 firsts.append(first)
@@ -223,6 +229,21 @@ def _walk_keys(send: Sink, trace: mmap.mmap | None, txn: Any, job: Job, per: int
         close()
         send(("failure", f"{type(exc).__name__}: {exc}"))
     return firsts
+
+
+def _disorder(send: Sink, chunk: list[bytes], walked: int, before: bytes | None) -> bool:
+    """Report the first key of ``chunk`` (walked forward from offset ``walked``, after ``before``) that does not
+    sort after the key before it; whether there is one. LMDB reads a tree whose leaves are out of place (a
+    page written over another, a damaged child page number) on without an error. An empty key is a damaged
+    node, which the reader reports as such."""
+    keys = chunk if before is None else [before, *chunk]
+    if all(map(operator.lt, keys, keys[1:])):
+        return False
+    at = next((i for i in range(1, len(keys)) if keys[i] and not keys[i - 1] < keys[i]), 0)
+    if not at:
+        return False
+    send(("disorder", walked + at - (before is not None), keys[at - 1], keys[at]))
+    return True
 
 
 def _before_stop(chunk: list[bytes], stop: bytes, backward: bool) -> list[bytes]:
@@ -378,6 +399,8 @@ def _collect(data: bytes) -> Walk:
             result.sample_failure = message[1]
         elif kind == "found":
             result.found[message[1]] = message[2]
+        elif kind == "disorder":
+            result.disorder = (message[1], message[2], message[3])
     return result
 
 

@@ -86,6 +86,16 @@ class ServiceClient:
 
     def submit(self, path: str, options: dict[str, Any], force: bool = False) -> dict[str, Any]:
         body = {"path": path, **options, **({"force": True} if force else {})}
+        for name, value in body.items():
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str) and not _utf8(text):
+                    from .text import printable
+
+                    what = "PATH" if name == "path" else f"--{name.replace('_', '-')}"
+                    raise ServiceError(
+                        f"{what} {printable(text)} is not valid UTF-8, and the service's API carries UTF-8 text "
+                        "only: scan the folder that holds it (its report spells such names out), or rename it"
+                    )
         return self._job(self._call("POST", "/api/v1/scans", json=body), "id", "url")
 
     def status(self, job_id: str) -> dict[str, Any]:
@@ -131,6 +141,16 @@ class ServiceClient:
                 raise ServiceError(f"scan {job_id} did not end within {timeout:g} s (still {state['status']})")
             time.sleep(interval)
             interval = min(max_interval, interval * 1.5)
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can be sent as JSON: a name with bytes that are not UTF-8 reaches Python with them as
+    surrogate escapes (``os.fsdecode``), which no UTF-8 request body can carry."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _detail(response: httpx.Response) -> str:

@@ -41,7 +41,7 @@ def register(main: click.Group) -> None:
         **flags: Any,
     ) -> None:
         """Scan PATH on a dscan service. PATH is as the server sees it (relative paths that exist here are
-        made absolute; others are taken inside the server's first data root)."""
+        made absolute; others are taken inside the server's first data root); so is --root."""
         from .client import ServiceClient
         from .config import load_config
 
@@ -51,6 +51,8 @@ def register(main: click.Group) -> None:
             config = load_config(flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, current_folder())
             options = config.model_dump(mode="json", exclude_defaults=True)
             target = path if os.path.isabs(path) or not local else os.path.abspath(path)
+            if config.root is not None and not os.path.isabs(config.root) and os.path.isdir(config.root):
+                options["root"] = os.path.abspath(config.root)  # (as PATH: the server sees it there too)
             with ServiceClient(server, token) as client:
                 job = client.submit(target, options, force=force)
                 if not wait:

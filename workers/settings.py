@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
 PLACEHOLDERS = frozenset({"changeme", "change-me", "change_me", "secret", "token", "password", "xxx", "todo"})
 MIN_TOKEN_LENGTH = 16
 
@@ -38,7 +39,10 @@ def _split(value: Any, separators: str) -> Any:
     if text.startswith("["):
         import json
 
-        return json.loads(text)
+        try:
+            return json.loads(text)
+        except ValueError:  # no JSON list: an IPv6 address in brackets, "[::1]:8080,hooks.example.com"
+            pass
     for sep in separators[1:]:
         text = text.replace(sep, separators[0])
     return [part.strip() for part in text.split(separators[0]) if part.strip()]
@@ -144,6 +148,20 @@ class Settings(BaseSettings):
     @property
     def redis_display(self) -> str:
         return redact_url(self.redis_url)
+
+    def callback_allowed(self, url: str) -> bool:
+        """Whether ``url``'s host is one of ``callback_hosts``, alone or with the URL's port (its scheme's
+        default when it names none). One test for the API, which accepts a ``callback_url``, and the worker,
+        which sends it: host in lower case, an IPv6 address with or without brackets."""
+        parts = urlsplit(url)
+        try:
+            host, port = parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:  # a port out of range
+            return False
+        if not host:
+            return False
+        names = {host, f"[{host}]"} if ":" in host else {host}
+        return any(name in self.callback_hosts or f"{name}:{port}" in self.callback_hosts for name in names)
 
     def token_values(self) -> list[str]:
         return [t.get_secret_value() for t in self.api_tokens]

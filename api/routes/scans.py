@@ -6,6 +6,7 @@ import logging
 import time
 import uuid
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
@@ -15,6 +16,7 @@ from scanner_service.errors import DscanError
 from scanner_service.render import MEDIA_TYPES, render
 from scanner_service.report import Report
 from scanner_service.sources import detect_kind
+from scanner_service.sources.walk import fence
 from workers.store import JobRecord, JobStatus, TaskName
 
 from ..deps import Authenticated, QueueDep, SettingsDep, StoreDep
@@ -71,25 +73,27 @@ def create_scan(
     except DscanError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     target = resolve_inside(body.path, settings.data_roots)
+    # Every file the workers read must resolve into the data roots too: a link inside a dataset folder that
+    # points elsewhere is reported, never followed (nor by the format detection here, so that the answer says
+    # nothing about what lies behind it).
+    roots = tuple(str(root) for root in settings.data_roots)
     try:
-        kind = detect_kind(target)  # a file or folder of no format dscan reads: said now, not by a failed job
+        kind = detect_kind(target, fence(roots))  # a file or folder of no format dscan reads: said now
     except DscanError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     if config.root is not None:
-        resolve_inside(config.root, settings.data_roots, what="root")
+        # taken inside the first data root when relative, here and by the workers alike (never their folder)
+        root = resolve_inside(config.root, settings.data_roots, what="root")
+        config = config.model_copy(update={"root": str(root)})
     callback = str(body.callback_url) if body.callback_url is not None else None
-    if body.callback_url is not None:
-        host = (body.callback_url.host or "").lower()
-        with_port = f"{host}:{body.callback_url.port}"
-        if host not in settings.callback_hosts and with_port not in settings.callback_hosts:
-            allowed = ", ".join(settings.callback_hosts) or "none: set DSCAN_CALLBACK_HOSTS"
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT,
-                f"callback_url host {host!r} is not allowed (allowed hosts: {allowed})",
-            )
-    # Every file the workers read must resolve into the data roots too: a link inside a dataset folder that
-    # points elsewhere is reported, never followed.
-    config = config.model_copy(update={"confine": tuple(str(root) for root in settings.data_roots)})
+    if callback is not None and not settings.callback_allowed(callback):
+        host = urlsplit(callback).hostname or ""
+        allowed = ", ".join(settings.callback_hosts) or "none: set DSCAN_CALLBACK_HOSTS"
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"callback_url host {host!r} is not allowed (allowed hosts: {allowed})",
+        )
+    config = config.model_copy(update={"confine": roots})
     options = config.model_dump(mode="json", exclude_defaults=True)
     try:
         digest = request_digest(target, config, options, callback, kind)

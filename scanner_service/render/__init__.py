@@ -22,6 +22,7 @@ NOTES = (
     "hdf5.images_not_scanned",
     "hdf5.other_formats",
     "hdf5.matlab",
+    "hdf5.never_written",
     "images.splits",
     "images.skipped",
     "lmdb.not_scanned",

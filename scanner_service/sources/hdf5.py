@@ -209,6 +209,7 @@ class _FilePlan:
     text_labels: list[str]
     matlab: list[str]
     offsets: dict[str, int]
+    unwritten: list[str]
 
 
 @dataclass(slots=True)
@@ -340,6 +341,65 @@ def _filters(ds: h5py.Dataset) -> list[int]:
     return [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
 
 
+NEVER_WRITTEN_MAX_CHUNKS = 1 << 22
+"""Datasets with more chunks than this are not searched for chunks never written (one walk of the index)."""
+
+
+def never_written(ds: h5py.Dataset) -> list[tuple[int, int]]:
+    """Row ranges of ``ds`` whose storage was never written, which HDF5 reads as the fill value without an
+    error: the chunk rows that miss a chunk, or every row of contiguous data never allocated. Compact, virtual
+    and external storage, and a chunk index that cannot be walked (its damage is reported when read): none."""
+    if not ds.shape:
+        return []
+    rows = int(ds.shape[0])
+    plist = ds.id.get_create_plist()
+    layout = plist.get_layout()
+    with contextlib.suppress(OSError, RuntimeError, ValueError, IndexError):
+        if layout == h5py.h5d.CONTIGUOUS and not plist.get_external_count():
+            return [(0, rows)] if ds.id.get_offset() is None else []
+        if layout != h5py.h5d.CHUNKED or ds.chunks is None or not hasattr(ds.id, "chunk_iter"):
+            return []
+        chunks = tuple(int(c) for c in ds.chunks)
+        grid = [-(-int(s) // c) for s, c in zip(ds.shape, chunks, strict=True)]
+        total = math.prod(grid)
+        if total > NEVER_WRITTEN_MAX_CHUNKS or ds.id.get_num_chunks() >= total:
+            return []
+        held = np.zeros(grid[0], np.int64)  # chunks written, per chunk row
+
+        def visit(info: Any) -> None:
+            held[info.chunk_offset[0] // chunks[0]] += 1
+
+        ds.id.chunk_iter(visit)
+        ranges: list[tuple[int, int]] = []
+        for i in np.flatnonzero(held < total // grid[0]).tolist():
+            start, stop = i * chunks[0], min(rows, (i + 1) * chunks[0])
+            if ranges and ranges[-1][1] == start:
+                start = ranges.pop()[0]
+            ranges.append((start, stop))
+        return ranges
+    return []
+
+
+NEVER_WRITTEN_SHOWN = 3
+
+
+def _ranges_text(ranges: list[tuple[int, int]]) -> str:
+    """``rows 7-13, 21-29`` (``row 5`` for one row), the first few ranges."""
+    spans = [f"{a}-{b - 1}" if b - a > 1 else f"{a}" for a, b in ranges[:NEVER_WRITTEN_SHOWN]]
+    more = len(ranges) - NEVER_WRITTEN_SHOWN
+    word = "row" if len(ranges) == 1 and ranges[0][1] - ranges[0][0] == 1 else "rows"
+    return f"{word} {', '.join(spans)}" + (f" and {more} more ranges" if more > 0 else "")
+
+
+def _fill_text(ds: h5py.Dataset) -> str:
+    """`` (fill value nan)``; '' for a fill value that is no number (a table's record)."""
+    with contextlib.suppress(*ATTRIBUTE_ERRORS):
+        fill = ds.fillvalue
+        if isinstance(fill, np.number | np.bool_):
+            return f" (fill value {fill})"
+    return ""
+
+
 BISECT_READS = 8192
 """Reads spent halving one failed row range of an unchunked dataset: enough to isolate a few damaged runs down
 to the row; a range bad throughout is reported in coarser pieces once they are spent."""
@@ -465,6 +525,7 @@ class Hdf5Source(Source):
         self._unscanned: list[str] = []
         self._text_labels: list[str] = []
         self._matlab: list[str] = []
+        self._unwritten: list[str] = []
         files = self.list_files(partial)
         segments: list[dict[str, Any]] = []
         total_bytes = total_items = 0
@@ -499,6 +560,14 @@ class Hdf5Source(Source):
             shown = ", ".join(self._unscanned[:UNSCANNED_SHOWN])
             more = f" and {count - UNSCANNED_SHOWN} more" if count > UNSCANNED_SHOWN else ""
             partial.info["hdf5.not_scanned"] = f"{count} dataset{'s' if count > 1 else ''} not scanned: {shown}{more}"
+        if self._unwritten:
+            count = len(self._unwritten)
+            shown = ", ".join(self._unwritten[:UNSCANNED_SHOWN])
+            more = f" and {count - UNSCANNED_SHOWN} more" if count > UNSCANNED_SHOWN else ""
+            partial.info["hdf5.never_written"] = (
+                f"{count} dataset{'s hold' if count > 1 else ' holds'} rows never written, which HDF5 reads as the "
+                f"dataset's fill value without an error (a writer that stopped early?): {shown}{more}"
+            )
         shards = self._pack(segments)
         info = SourceInfo(
             kind=self.kind,
@@ -519,14 +588,16 @@ class Hdf5Source(Source):
 
         def plan_one(i: int) -> _FilePlan:
             path, line = files[i]
-            self._unscanned, self._text_labels, self._matlab = [], [], []
+            self._unscanned, self._text_labels, self._matlab, self._unwritten = [], [], [], []
             part = Partial(cap=self.config.max_locations)
             found = self._plan_file(path, self.relative(path), line, part, offsets)
-            return _FilePlan(found, part, self._unscanned, self._text_labels, self._matlab, dict(offsets))
+            notes = (self._unscanned, self._text_labels, self._matlab)
+            return _FilePlan(found, part, *notes, dict(offsets), self._unwritten)
 
         unscanned: list[str] = []
         text_labels: list[str] = []
         matlab: list[str] = []
+        unwritten: list[str] = []
         parts: list[Partial] = []
         for i, done in each(len(files), plan_one):
             if isinstance(done, Died):
@@ -541,9 +612,10 @@ class Hdf5Source(Source):
             unscanned += done.unscanned
             text_labels += done.text_labels
             matlab += done.matlab
+            unwritten += done.unwritten
             offsets.clear()  # the label streams' next offsets, as the child left them (a new child goes on)
             offsets.update(done.offsets)
-        self._unscanned, self._text_labels, self._matlab = unscanned, text_labels, matlab
+        self._unscanned, self._text_labels, self._matlab, self._unwritten = unscanned, text_labels, matlab, unwritten
         return parts
 
     def _plan_file(
@@ -591,9 +663,11 @@ class Hdf5Source(Source):
     def _walk(self, fh: h5py.File, path: Path, rel: str, line: int | None, partial: Partial) -> list[_Dataset]:
         """The file's numeric datasets. HDF5's own visit stops at the first object it cannot describe (a
         damaged chunk index): then the file is walked again link by link, and only that object is lost."""
+        noted = len(self._unwritten)
         try:
             found, scratch, unscanned, seen = self._visit(fh, path, rel, line, fh.visititems)
         except (OSError, RuntimeError, ValueError, KeyError):
+            del self._unwritten[noted:]  # the walk starts again
             found, scratch, unscanned, seen = self._visit(fh, path, rel, line, _TolerantWalk(fh, rel, line))
         for code, tally in scratch.findings.items():
             partial.add_many(code, tally.count, tally.values, tally.locations)
@@ -674,6 +748,9 @@ class Hdf5Source(Source):
                 return
             if obj.id.get_create_plist().get_external_count() and not self._external_storage(obj, path, here, partial):
                 return
+            unwritten = never_written(obj)
+            if unwritten:
+                self._unwritten.append(f"{rel}:{shown} {_ranges_text(unwritten)}{_fill_text(obj)}")
             if numeric_fields:  # a table (pandas' format="table", PyTables): every numeric column
                 for f in numeric_fields:
                     sub = dtype[f]

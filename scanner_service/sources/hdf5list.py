@@ -3,8 +3,8 @@
 Paths are relative to the list file's folder, or to ``--root`` (``config.root``); absolute paths are kept.
 Blank lines are skipped. A line that is not a single HDF5 path (an image list line ``path label``, a stray
 token) is ``list-syntax``; a listed file that does not exist is ``missing-file``, one that is no regular file
-(a named pipe) ``unreadable-file``. Files are scanned in list order, which is the order Caffe reads them in
-when ``shuffle`` is off.
+(a folder, a named pipe) ``unreadable-file``. Files are scanned in list order, which is the order Caffe reads
+them in when ``shuffle`` is off.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ class Hdf5ListSource(Hdf5Source):
             if found:
                 files.append((target, number))
                 continue
-            if target.exists():  # a named pipe, socket or device: opening it may block forever
-                partial.add("S001", where.model_copy(update={"detail": f"{entry}: {NOT_REGULAR}"}))
+            if target.exists():  # a folder; a named pipe, socket or device (opening it may block forever)
+                what = "a folder, not an HDF5 file: not read" if target.is_dir() else NOT_REGULAR
+                partial.add("S001", where.model_copy(update={"detail": f"{entry}: {what}"}))
                 continue
             if len(entry.split()) != 1 or Path(entry).suffix.lower() not in SUFFIXES:
                 partial.add("S005", where.model_copy(update={"detail": f"expected one HDF5 path, got {entry!r}"}))

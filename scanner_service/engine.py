@@ -18,6 +18,7 @@ from .config import ScanConfig
 from .context import ScanContext
 from .errors import ScanCancelled
 from .labels import tally_block
+from .numbered import tally as tally_numbered
 from .partial import Partial
 from .sources import open_source
 from .sources.base import Plan, Shard
@@ -35,6 +36,7 @@ PREPASS: dict[str, Callable[[Any, ScanContext], Any]] = {
     "numeric": lambda item, ctx: summarize(item, ctx.moments),
     "labels": _labels_prepass,
     "image": inspect_item,
+    "numbered_keys": lambda item, ctx: tally_numbered(item, ctx.partial.numbered),
 }
 """Work shared by every hook of an item kind, done once per item; its result is the hooks' ``summary``."""
 

@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .location import Location
+from .numbered import NumberedKeys
 from .text import Text
 
 
@@ -215,6 +216,8 @@ class Partial(BaseModel):
     """Content digests (with what their check adds to the key) and the items that hold them, each as its
     location's compact JSON. One entry per item of the dataset: as a ``Location`` each (800 bytes) an image
     folder of a million files held 0.8 GB here; parsed back only for the digests met more than once."""
+    numbered: dict[str, NumberedKeys] = Field(default_factory=dict)
+    """The numbered keys of text-recognition LMDBs (``image-N``, ``label-N``) by data file, as runs."""
     info: dict[str, str] = Field(default_factory=dict)
 
     def add(self, code: str, location: Location, values: int = 1) -> None:
@@ -261,6 +264,7 @@ def merge(partials: Iterable[Partial]) -> Partial:
     counters: dict[str, int] = {}
     groups: dict[str, dict[str, list[Location]]] = {}
     digests: dict[str, list[str]] = {}
+    numbered: dict[str, NumberedKeys] = {}
     info: dict[str, str] = {}
     for p in parts:
         for code, tally in p.findings.items():
@@ -281,6 +285,8 @@ def merge(partials: Iterable[Partial]) -> Partial:
                 digests[key] = list(held)
             else:
                 known.extend(held)
+        for key, nk in p.numbered.items():
+            numbered[key] = numbered[key].merged(nk) if key in numbered else nk
         info.update(p.info)
     for entries in groups.values():
         for locs in entries.values():
@@ -297,5 +303,6 @@ def merge(partials: Iterable[Partial]) -> Partial:
         counters=counters,
         groups=groups,
         digests=digests,
+        numbered=numbered,
         info=info,
     )

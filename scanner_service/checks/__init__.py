@@ -44,8 +44,10 @@ from . import (
     record_invalid,
     record_shape_mismatch,
     record_size_mismatch,
+    sample_count_mismatch,
     tiny_image,
     trailing_data,
+    unpaired_record,
     unreadable_file,
     unusual_mode,
 )
@@ -87,6 +89,8 @@ MODULES: tuple[ModuleType, ...] = (
     record_shape_mismatch,
     lmdb_corrupt,
     pickled_records,
+    unpaired_record,
+    sample_count_mismatch,
 )
 
 CHECKS: tuple[Check, ...] = tuple(m.CHECK for m in MODULES)

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..items import DatasetMeta, EncodedImage, LabelBlock, Note, NumericBlock, ReadFailure
 from ..location import Location
+from ..numbered import COUNT_KEY, PREFIXES, Numbering
 from ..records import Decoder, RecordTally
 from ..records.detect import short_text
 from ..statistics import channel_layout, complex_parts
@@ -1090,13 +1091,27 @@ def _as_real(dtype: np.dtype[Any], shape: tuple[int, ...]) -> tuple[np.dtype[Any
 
 
 class _ImageReader(_Reader):
-    """Encoded images: one EncodedImage item per record, judged by the image checks."""
+    """Encoded images: one EncodedImage item per record, judged by the image checks. The numbered keys of a
+    text-recognition database (``image-N``, ``label-N``, ``num-samples``) are gathered as runs, for the pairing
+    judged after the merge (``numbered.py``)."""
+
+    def __init__(
+        self, source: LmdbSource, env: Any, spec: dict[str, Any], decoder: Decoder, pages: _Pages | None = None
+    ) -> None:
+        super().__init__(source, env, spec, decoder, pages)
+        self.numbering = Numbering(self.rel)
 
     def loop(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
         from ..records.pickles import pickle_protocol
 
+        numbering = self.numbering
         for pos, value in it:
             key = self.key(pos)
+            if key is not None:
+                if key[:6] in PREFIXES:
+                    numbering.add(key, pos)
+                elif key == COUNT_KEY:
+                    numbering.add_count(value, pos)
             if len(value) > 2 and value[0] == 0x80 and pickle_protocol(value) is not None:
                 yield self.bad_value(pos, key, value, "a pickle")
                 continue
@@ -1107,6 +1122,10 @@ class _ImageReader(_Reader):
                     continue
             self.accounted += 1
             yield EncodedImage(data=bytes(value), location=self.location(pos, key), nbytes=len(value))
+
+    def blocks(self, end: int) -> Iterator[Any]:
+        if self.numbering:
+            yield self.numbering.take()
 
 
 class _Pages:

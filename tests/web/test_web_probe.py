@@ -141,6 +141,8 @@ def test_notes_of_a_report_show_in_its_summary(browser: Any, web_service: Servic
         "fields of structured .npy values that hold no numbers",
         "--num-classes and --batch-size given, but no class labels were found in the dataset",
     ], notes
+    tile = page.locator(".summary .tile-info").inner_text().split()
+    assert tile == ["2", "notes"], tile  # the notes listed; it counted info-level findings (none: '0 notes')
     about = page.locator("#info-h + dl").inner_text()
     assert "labels.none" not in about and "lmdb.not_scanned" not in about, about
     assert "lmdb.records" in about

@@ -14,8 +14,8 @@ CHECK = Check(
     name="trailing-data",
     severity=Severity.WARNING,
     summary=(
-        "Finds bytes after an image's end marker (JPEG EOI, PNG IEND, GIF trailer, WebP's RIFF size): "
-        "concatenated files, appended archives, hidden payloads, padding."
+        "Finds bytes after an image's end marker (JPEG EOI, PNG IEND, GIF trailer, WebP's RIFF size, the end "
+        "of a BMP's pixels): concatenated files, appended archives, hidden payloads, padding."
     ),
     why=(
         "Decoders stop at the end marker and ignore the rest, so the file is not what its size suggests: two "

@@ -21,6 +21,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from . import tiff_log
+from .bmp import bmp_layout
 from .containers import NO_TRAILER, gif_end, riff_end
 from .sniff import FORMAT_BY_PILLOW, trailing_kind
 from .tiff_log import TiffLog
@@ -225,7 +226,8 @@ def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:
 
 
 def _container_end(data: Any, verdict: Verdict, gif: tuple[int, str | None, str | None] | None) -> None:
-    """Trailing data and truncation by the container's own structure (``gif``: ``gif_end``'s answer)."""
+    """Trailing data and truncation by the container's own structure (``gif``: ``gif_end``'s answer); a BMP's
+    end by its headers, and damage in its RLE data (see ``bmp``)."""
     if gif is not None:
         end, problem, stray = gif
         if stray is not None:
@@ -241,6 +243,13 @@ def _container_end(data: Any, verdict: Verdict, gif: tuple[int, str | None, str 
         if end > len(data):
             verdict.damage.append(f"the RIFF header declares {end:,} bytes, the file has {len(data):,}")
             return
+    elif verdict.format == "bmp":
+        layout = bmp_layout(data)
+        if layout is None:
+            return
+        if layout.damage is not None:
+            verdict.damage.append(layout.damage)
+        end = layout.end
     else:
         return
     extra = len(data) - end

@@ -8,7 +8,9 @@ names (sorted names become class ids, as for folders).
 
 Paths are relative to the list file's folder, or to ``--root`` (``config.root``); absolute paths are kept.
 Every listed file must exist (``missing-file``, with the line) and every line must parse (``list-syntax``,
-with the line). Storage order is list order, the order Caffe and sequential readers see.
+with the line). Storage order is list order, the order Caffe and sequential readers see. A list with classic
+Mac OS line endings (CR only) is one line to Caffe: it is ``list-syntax``, and its lines are read as Python
+reads them.
 
 A ``.txt`` whose lines name HDF5 files is an HDF5 list (``hdf5list.py``), never an image list.
 """
@@ -347,6 +349,16 @@ class ImageListSource(ImageFilesSource):
 
     def _list_rows(self, partial: Partial) -> list[tuple[int, str, int | float | str | None]]:
         text_all = _decode(self.path.read_bytes())
+        if "\n" not in text_all and "\r" in text_all.rstrip("\r"):
+            # classic Mac OS line endings: std::getline (Caffe, HDF5Data) reads one line; Python splits them
+            count = len(text_all.rstrip("\r").split("\r"))
+            self._syntax(
+                partial,
+                1,
+                f"the list uses CR line endings (classic Mac OS): Caffe's std::getline reads its {count:,} lines as"
+                " one line (Python's open() splits them, and so does this scan); convert them to LF: tr '\\r' '\\n'",
+            )
+            text_all = text_all.replace("\r", "\n")
         if _is_im2rec(numbered_lines(text_all)):
             return self._im2rec_rows(partial, numbered_lines(text_all))
         # the lines are read again for each vote, one at a time: the rows are the only copy kept

@@ -4,10 +4,13 @@ Each image's location goes to ``Partial.digests`` (compact: one entry per image)
 suffixed with its split (``digest@val``) in an image folder with splits, and last with its label
 (``digest@val:label``; a class name may hold any character) when it has one; merging partials joins equal keys,
 and the finalizer joins the keys of one digest:
-more than one file is a group, more than one split leakage, more than one label in a split a conflict.
+more than one file is a group, more than one split leakage, more than one label in a split a conflict. One file
+that a list names on several lines is a group too (it weighs more), and the detail says it is one file.
 """
 
 from __future__ import annotations
+
+import posixpath
 
 import xxhash
 
@@ -25,7 +28,7 @@ CHECK = Check(
     summary=(
         "Finds groups of byte-identical images (same xxh3 digest of the bytes), and says when the copies "
         "carry different labels (a label conflict), or lie in different splits of an image folder (train and "
-        "val: leakage between splits)."
+        "val: leakage between splits); and files a list names on more than one line."
     ),
     why=(
         "Copies weigh an image more than the others, and copies that cross a train/validation split inflate "
@@ -93,6 +96,21 @@ def _splits_and_labels(labels: dict[str, set[str]], names: list[str]) -> str:
     return text
 
 
+def _files(copies: list[Location]) -> list[list[Location]]:
+    """``copies`` (in storage order) grouped by the file they read: a list may name one file on several lines,
+    also spelled differently ('a.jpg', './a.jpg')."""
+    by_file: dict[tuple[str, str | None, int | None, str | None], list[Location]] = {}
+    for loc in copies:
+        by_file.setdefault((posixpath.normpath(loc.path), loc.dataset, loc.index, loc.key), []).append(loc)
+    return list(by_file.values())
+
+
+def _listed(same: list[Location]) -> str:
+    """Where a list names one file: 'listed on lines 1 and 3' (else 'read 2 times')."""
+    lines = [str(line) for line in sorted(loc.line for loc in same if loc.line is not None)]
+    return f"listed on lines {_and(lines)}" if len(lines) == len(same) else f"read {len(same)} times"
+
+
 def _first(texts: list[str]) -> Location:
     """The first in storage order of the locations ``texts`` hold (as compact JSON), parsed one at a time."""
     return min((Location.model_validate_json(text) for text in texts), key=Location.sort_key)
@@ -131,9 +149,18 @@ def finalize(ctx: ScanContext) -> None:
     for _, texts, labels in groups[: ctx.partial.cap]:
         copies = sorted((Location.model_validate_json(text) for text in texts), key=Location.sort_key)
         first, others = copies[0], copies[1:]
-        names = ", ".join(m.short() for m in others[:SHOWN])
-        if len(others) > SHOWN:
-            names += f" and {len(others) - SHOWN} more"
-        text = f"{len(copies)} identical copies: also {names}" + _splits_and_labels(labels, names_by_id)
+        files = _files(copies)
+        if len(files) == 1:  # one file read more than once: a list naming it on several lines
+            copies.sort(key=lambda loc: -1 if loc.line is None else loc.line)  # ('./a.jpg' sorts before 'a.jpg')
+            first = copies[0]
+            text = f"the same file {_listed(copies)} (each epoch reads it {len(copies)} times)"
+        else:
+            names = ", ".join(m.short() for m in others[:SHOWN])
+            if len(others) > SHOWN:
+                names += f" and {len(others) - SHOWN} more"
+            text = f"{len(copies)} identical copies: also {names}"
+            repeated = [same for same in files if len(same) > 1]
+            text += "".join(f"; {same[0].path} is one file {_listed(same)}" for same in repeated[:SHOWN])
+        text += _splits_and_labels(labels, names_by_id)
         locs.append(first.model_copy(update={"detail": text}))
     ctx.emit_many(CHECK.code, len(groups), sum(len(texts) - 1 for _, texts, _ in groups), locs)

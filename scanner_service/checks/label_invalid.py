@@ -47,28 +47,29 @@ def _describe(value: Any, num_classes: int | None) -> str:
         return f"label {whole} ≥ num_classes {num_classes}"
     if isinstance(value, np.unsignedinteger) and int(value) > np.iinfo(np.int64).max:
         return f"label {int(value)} does not fit int64 (cast to int64, as loaders do, it is {int(value) - 2**64})"
+    if v.is_integer():  # a whole float from 2**53 on, where floats skip whole numbers: no class id
+        return f"label {int(v)} too large for a class id (floats hold every whole number only up to 2**53)"
     return f"non-integer label {value}"
 
 
 def on_labels(block: LabelBlock, ok: np.ndarray[Any, Any], ctx: ScanContext) -> None:
     values = block.labels.reshape(-1)
     k = ctx.config.num_classes
-    with np.errstate(invalid="ignore"):
-        whole = np.isfinite(values) & (np.floor(values) == values) if values.dtype.kind == "f" else None
     bad = ~ok
-    nonint = np.zeros(values.shape, bool)
-    if whole is not None:
-        nonint = ~whole & np.isfinite(values)
-        bad &= ~nonint
     if k is not None:
         bad |= ok & (values >= k)
+    # Finite float values that are no class id (fractional, negative, beyond 2**53) are invalid only where the
+    # float labels are classes, which the merged counts decide: they wait for finalize. NaN and Inf are
+    # invalid either way (a regression target too makes the loss NaN).
+    deferred = bad & np.isfinite(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
+    bad &= ~deferred
     idx = np.flatnonzero(bad)
     cap = ctx.partial.cap
     if idx.size:
         locs = [block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}) for i in idx[:cap]]
         ctx.emit_many(CHECK.code, int(idx.size), int(idx.size), locs)
-    frac = np.flatnonzero(nonint)
-    if frac.size and ctx.wants(CHECK.code):  # counted by the label prepass; here only where they are
+    frac = np.flatnonzero(deferred)
+    if frac.size and ctx.wants(CHECK.code):  # fractional ones counted by the label prepass; here where they are
         tally = ctx.partial.labels[block.stream]
         locs = [block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}) for i in frac[:cap]]
         sample = FindingTally(count=int(frac.size), values=int(frac.size), locations=locs)
@@ -76,8 +77,9 @@ def on_labels(block: LabelBlock, ok: np.ndarray[Any, Any], ctx: ScanContext) -> 
 
 
 def finalize(ctx: ScanContext) -> None:
-    """Fractional labels are invalid only where the labels are classes, not regression targets."""
+    """Finite float labels that are no class id are invalid only where the labels are classes, not
+    regression targets (a target of -3.0 is no negative label)."""
     for tally in ctx.partial.labels.values():
-        if tally.nonint and is_classification(tally, ctx.config.num_classes):
+        if tally.nonint_locations.count and is_classification(tally, ctx.config.num_classes):
             extra = tally.nonint_locations
             ctx.emit_many(CHECK.code, extra.count, extra.values, extra.sorted_locations())

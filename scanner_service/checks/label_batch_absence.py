@@ -32,6 +32,17 @@ CHECK = Check(
 )
 
 
+def _percent(p: float, unlike: float | None = None) -> str:
+    """``p`` as a percentage with two decimals, or as many more as it takes to tell it from 0 and from
+    ``unlike`` (P(absent) just above a 1% threshold is not "1.00%", a threshold of 1e-5 not "0.00%")."""
+    text = f"{p:.2%}"
+    for digits in range(3, 18):
+        if (p == 0 or float(text[:-1]) != 0) and (unlike is None or text != f"{unlike:.{digits - 1}%}"):
+            break
+        text = f"{p:.{digits}%}"
+    return text
+
+
 def finalize(ctx: ScanContext) -> None:
     batch = ctx.config.batch_size
     if batch is None:
@@ -48,12 +59,13 @@ def finalize(ctx: ScanContext) -> None:
         locs = []
         for label, n, p in rows[: ctx.partial.cap]:
             need = smallest_batch(total, n, threshold)
-            advice = f"a batch of {need} brings it under {threshold:.2%}" if need else "no batch size helps"
+            advice = f"a batch of {need} brings it under {_percent(threshold)}" if need else "no batch size helps"
+            shown = _percent(p, threshold)
             locs.append(
                 Location(
                     path=tally.path,
                     dataset=tally.dataset,
-                    detail=f"class {label}: {n} of {total} samples, P(absent from {batch}) = {p:.2%}; {advice}",
+                    detail=f"class {label}: {n} of {total} samples, P(absent from {batch}) = {shown}; {advice}",
                 )
             )
         ctx.emit_many(CHECK.code, len(rows), len(rows), locs)

@@ -16,7 +16,9 @@ CHECK = Check(
     why=(
         "A class without samples never receives a positive gradient: its logit only learns to be small. "
         "Class-balanced losses and per-class metrics divide by its frequency, 0, and turn NaN; "
-        "stratified splitting fails outright."
+        "stratified splitting fails outright. torchvision's ImageFolder refuses a class folder without images "
+        "before training starts (FileNotFoundError: 'Found no valid file for the classes ...', unless "
+        "allow_empty=True)."
     ),
     fix=(
         "Add samples of the class, or remove it from the label space and re-number the others. A missing "

@@ -138,7 +138,11 @@ class ServiceClient:
             if state["status"] in ENDED:
                 return state
             if deadline is not None and time.monotonic() > deadline:
-                raise ServiceError(f"scan {job_id} did not end within {timeout:g} s (still {state['status']})")
+                url = f"{self.server}/api/v1/scans/{job_id}"
+                raise ServiceError(
+                    f"scan {job_id} did not end within {timeout:g} s (still {state['status']}); it goes on on the "
+                    f"server: its status is at {url}, and an HTTP DELETE of that address cancels it"
+                )
             time.sleep(interval)
             interval = min(max_interval, interval * 1.5)
 

@@ -135,3 +135,27 @@ def test_submit_wait_of_a_cancelled_scan_says_so_once(make_service: Callable[...
         assert gate.returncode == 2, err
         assert f"scan {job['id']} cancelled" in err and "cancelled: cancelled" not in err, err
         client.delete(f"/api/v1/scans/{first['id']}")
+
+
+def test_submit_wait_that_times_out_says_the_scan_goes_on_and_how_to_cancel_it(
+    make_service: Callable[..., Service],
+) -> None:
+    """``--timeout`` gives up waiting, not the scan: the message says so, with the job's address and how to
+    cancel it (it said only "did not end within 0.5 s", and the scan went on using the shared workers)."""
+    svc = make_service(workers=[1])
+    target = str(svc.data_root / "slow" / "slow.h5")
+    cmd = [sys.executable, "-m", "scanner_service.cli", "submit", target, "--server", svc.url, "--wait"]
+    gate = subprocess.run(
+        [*cmd, "--timeout", "0.5", "--force"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert gate.returncode == 2, gate.stderr
+    assert "did not end within 0.5 s" in gate.stderr and "it goes on on the server" in gate.stderr, gate.stderr
+    job_url = gate.stderr.split("its status is at ", 1)[1].split(",", 1)[0]
+    assert job_url.startswith(f"{svc.url}/api/v1/scans/") and "HTTP DELETE" in gate.stderr
+    with svc.client() as client:
+        assert client.get(job_url).json()["status"] in ("queued", "running")
+        assert client.delete(job_url).status_code == 202

@@ -14,6 +14,7 @@ FAMILIES = {
     "hdf5": "VLS",
     "hdf5-list": "VLS",
     "images": "IVLS",
+    "image-file": "IVLS",
     "image-list": "IVLS",
     "lmdb": "RIVLS",
 }

@@ -17,7 +17,7 @@ from ..errors import SourceNotFound, UnsupportedSource
 from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_files import is_hdf5_source, looks_like_hdf5_list
 from .imagelist import ImageListSource
-from .images import ImageFolderSource
+from .images import ImageFileSource, ImageFolderSource
 from .lmdb_files import is_lmdb_source
 from .walk import Outside, fence
 
@@ -25,6 +25,7 @@ DETECTION: tuple[tuple[str, Callable[[Path, Outside | None], bool]], ...] = (
     ("lmdb", lambda path, _outside: is_lmdb_source(path)),
     ("hdf5-list", lambda path, _outside: looks_like_hdf5_list(path)),
     ("hdf5", is_hdf5_source),
+    ("image-file", ImageFileSource.detect),  # (before image-list: a file named as an image is no list)
     ("image-list", lambda path, _outside: ImageListSource.detect(path)),
     ("images", ImageFolderSource.detect),
 )
@@ -35,6 +36,7 @@ CLASSES: dict[str, str] = {
     "lmdb": "lmdb:LmdbSource",
     "hdf5-list": "hdf5list:Hdf5ListSource",
     "hdf5": "hdf5:Hdf5Source",
+    "image-file": "images:ImageFileSource",
     "image-list": "imagelist:ImageListSource",
     "images": "images:ImageFolderSource",
 }

@@ -555,6 +555,34 @@ class ImageFolderSource(ImageFilesSource):
         return out
 
 
+class ImageFileSource(ImageFilesSource):
+    """One image file: a dataset of one image (``dscan scan photo.jpg``). A file named as an image is one,
+    whatever it holds: an empty ``.jpg`` or a web page saved as ``.png`` is a finding, not 'no dataset'."""
+
+    kind = "image-file"
+
+    @classmethod
+    def detect(cls, path: Path, outside: Outside | None = None) -> bool:
+        try:
+            regular = path.is_file()  # (links followed; a named pipe is no file: its open would block)
+        except OSError:
+            return False
+        if not regular:
+            return False
+        return path.suffix.lower() in IMAGE_EXTENSIONS or (
+            (outside is None or not outside(os.fspath(path))) and starts_like_image(os.fspath(path))
+        )
+
+    def entries(self, partial: Partial) -> list[Entry]:
+        partial.info["images.layout"] = "one image file (no labels)"
+        try:
+            size = os.stat(self.path).st_size
+        except OSError as exc:
+            partial.add("S001", Location(path=self.path.name, detail=exc.strerror or str(exc)))
+            return []
+        return [Entry(self.path.name, size)]
+
+
 def _splits_note(splits: dict[str, list[str] | None], hidden: list[str], refused: list[str]) -> str:
     """The report's note on a split layout: the splits, the shared class list, the flat splits (not those a
     confined scan does not follow: ``refused``, findings of their own)."""

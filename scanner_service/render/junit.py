@@ -13,6 +13,7 @@ from . import notes
 FAMILIES = {
     "hdf5": "VLS",
     "hdf5-list": "VLS",
+    "numpy": "VLS",
     "images": "IVLS",
     "image-file": "IVLS",
     "image-list": "IVLS",

@@ -19,11 +19,13 @@ from .hdf5_files import is_hdf5_source, looks_like_hdf5_list
 from .imagelist import ImageListSource
 from .images import ImageFileSource, ImageFolderSource
 from .lmdb_files import is_lmdb_source
-from .walk import Outside, fence
+from .npy_files import is_numpy_source
+from .walk import Outside, fence, shared_listings
 
 DETECTION: tuple[tuple[str, Callable[[Path, Outside | None], bool]], ...] = (
     ("lmdb", lambda path, _outside: is_lmdb_source(path)),
     ("hdf5-list", lambda path, _outside: looks_like_hdf5_list(path)),
+    ("numpy", is_numpy_source),  # (before hdf5 and images: a folder mostly of arrays, a model.h5 or plots beside)
     ("hdf5", is_hdf5_source),
     ("image-file", ImageFileSource.detect),  # (before image-list: a file named as an image is no list)
     ("image-list", lambda path, _outside: ImageListSource.detect(path)),
@@ -35,6 +37,7 @@ what the scan may read (links out of the roots are not followed)."""
 CLASSES: dict[str, str] = {
     "lmdb": "lmdb:LmdbSource",
     "hdf5-list": "hdf5list:Hdf5ListSource",
+    "numpy": "npy:NumpySource",
     "hdf5": "hdf5:Hdf5Source",
     "image-file": "images:ImageFileSource",
     "image-list": "imagelist:ImageListSource",
@@ -63,9 +66,10 @@ def detect_kind(path: Path, outside: Outside | None = None) -> str:
         raise SourceNotFound(f"{path} does not exist", str(path))
     if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):  # (a folder: listed and entered)
         raise UnsupportedSource(f"{path} cannot be read: permission denied", str(path))
-    for kind, accepts in DETECTION:
-        if accepts(path, outside):
-            return kind
+    with shared_listings():  # (each format's test walks the folder; it is walked once)
+        for kind, accepts in DETECTION:
+            if accepts(path, outside):
+                return kind
     known = ", ".join(CLASSES)
     why = _empty(path)
     raise UnsupportedSource(f"{path} is not a dataset dscan can read{why} (formats: {known})", str(path))

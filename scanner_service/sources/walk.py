@@ -8,8 +8,10 @@ counted, so a report tells nothing about what lies elsewhere, not even whether i
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 Outside = Callable[[str], bool]
@@ -43,6 +45,24 @@ UNLISTABLE = "a folder that cannot be listed (permission denied?): the files in 
 """The finding's detail for a folder below the dataset that the scan cannot enter (unreadable-file)."""
 
 
+Listing = tuple[list[str], list[str], list[str]]
+"""The files below a folder, the links out, the folders that cannot be listed."""
+
+_LISTINGS: ContextVar[dict[tuple[str, int], Listing] | None] = ContextVar("dscan_listings", default=None)
+
+
+@contextlib.contextmanager
+def shared_listings() -> Iterator[None]:
+    """Within the block, ``files_below`` walks each folder once: format detection asks several formats about
+    one folder (HDF5 files? arrays? images?), and a folder of a million files takes seconds to walk. Kept only
+    for the block (files may change between two scans) and per context (the service detects in threads)."""
+    token = _LISTINGS.set({})
+    try:
+        yield
+    finally:
+        _LISTINGS.reset(token)
+
+
 def files_below(
     folder: Path | str,
     outside: Outside | None = None,
@@ -51,7 +71,31 @@ def files_below(
 ) -> Iterator[str]:
     """The paths of the files below ``folder``, folders and names sorted. With ``outside``, links that leave
     the roots are not followed; their paths go to ``links_out``. Folders that cannot be listed go to
-    ``unlistable`` (a dataset must not pass with part of it unread)."""
+    ``unlistable`` (a dataset must not pass with part of it unread). Inside ``shared_listings``, a folder
+    walked before (with the same ``outside``) is not walked again."""
+    memo = _LISTINGS.get()
+    if memo is None:
+        yield from _walk_files(folder, outside, links_out, unlistable)
+        return
+    key = (os.fspath(folder), id(outside))
+    if key not in memo:
+        outs: list[str] = []
+        unlisted: list[str] = []
+        memo[key] = (list(_walk_files(folder, outside, outs, unlisted)), outs, unlisted)
+    paths, outs, unlisted = memo[key]
+    if links_out is not None:
+        links_out.extend(outs)
+    if unlistable is not None:
+        unlistable.extend(unlisted)
+    yield from paths
+
+
+def _walk_files(
+    folder: Path | str,
+    outside: Outside | None = None,
+    links_out: list[str] | None = None,
+    unlistable: list[str] | None = None,
+) -> Iterator[str]:
     seen: set[tuple[int, int]] = set()
 
     def unlisted(error: OSError) -> None:

@@ -168,3 +168,22 @@ def test_hdf5_lists_take_root_and_name_what_is_no_regular_file(tmp_path: Path) -
     assert [(loc.path, loc.detail) for loc in finding(folder, "S001").locations] == [
         ("pipe.h5", "not a regular file (a named pipe, socket or device): not read")
     ]
+
+
+def test_detection_walks_a_folder_once_and_forgets_it_after(tmp_path: Path) -> None:
+    """Each format's test walked the whole folder again (HDF5, then NumPy): seconds on a folder of a million
+    files. Inside ``shared_listings`` a folder is listed once; outside it, every walk sees the folder as it is."""
+    from scanner_service.sources.walk import files_below, shared_listings
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "1.jpg").write_bytes(b"x")
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    outs: list[str] = []
+    with shared_listings():
+        first = list(files_below(tmp_path))
+        (tmp_path / "a" / "2.jpg").write_bytes(b"x")
+        again = list(files_below(tmp_path, links_out=outs))
+        fenced = list(files_below(tmp_path, lambda p: "link" in p, outs))  # another fence: its own walk
+    assert first == again == [str(tmp_path / "a" / "1.jpg")]
+    assert fenced == [str(tmp_path / "a" / "1.jpg"), str(tmp_path / "a" / "2.jpg")] and outs == [str(tmp_path / "link")]
+    assert len(list(files_below(tmp_path))) == 2

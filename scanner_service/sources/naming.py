@@ -1,0 +1,37 @@
+"""Which arrays are class labels, by name: the rule every array format shares (HDF5 datasets, NumPy files and
+archive members).
+
+Without ``--labels``, an array is labels when its name is one of ``LABEL_NAMES``, alone or with the name of a
+split (``y_train``, ``test_labels``: Keras-style files). ``--labels NAME`` names them instead: a bare name matches
+the last part of a path (any group, any folder), a path (``/train/y``) the whole of it.
+"""
+
+from __future__ import annotations
+
+import re
+
+LABEL_NAMES = frozenset({"label", "labels", "y", "target", "targets"})
+
+SPLITS = {
+    **dict.fromkeys(("train", "training"), "train"),
+    **dict.fromkeys(("test", "testing"), "test"),
+    **dict.fromkeys(("val", "valid", "validation", "dev"), "val"),
+}
+"""Words that name a split of the data in an array's name (``X_train``, ``y_val``), and the split each names."""
+
+
+def is_label_name(name: str, labels_option: str | None) -> bool:
+    """Whether an array named ``name`` (a path whose parts are separated by ``/``) holds labels."""
+    if labels_option:
+        if "/" not in labels_option:
+            return name.rsplit("/", 1)[-1] == labels_option
+        return name.lstrip("/") == labels_option.lstrip("/")
+    base = name.rsplit("/", 1)[-1].lower()
+    words = set(filter(None, re.split(r"[^a-z]+", base)))
+    return base in LABEL_NAMES or (len(words) == 2 and bool(words & LABEL_NAMES) and bool(words & SPLITS.keys()))
+
+
+def split_of(name: str) -> str | None:
+    """The split an array's name names (``X_train`` and ``train_labels``: train), None for none."""
+    words = re.split(r"[^a-z]+", name.rsplit("/", 1)[-1].lower())
+    return next((SPLITS[w] for w in words if w in SPLITS), None)

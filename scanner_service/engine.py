@@ -22,6 +22,7 @@ from .numbered import tally as tally_numbered
 from .partial import Partial
 from .sources import open_source
 from .sources.base import Plan, Shard
+from .stacked import summarize_batch
 from .statistics import flush_moments, summarize
 
 Progress = Callable[[int, int], None]
@@ -34,6 +35,7 @@ def _labels_prepass(item: Any, ctx: ScanContext) -> Any:
 
 PREPASS: dict[str, Callable[[Any, ScanContext], Any]] = {
     "numeric": lambda item, ctx: summarize(item, ctx.moments),
+    "numeric_batch": summarize_batch,
     "labels": _labels_prepass,
     "image": inspect_item,
     "numbered_keys": lambda item, ctx: tally_numbered(item, ctx.partial.numbered),

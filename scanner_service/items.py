@@ -54,6 +54,21 @@ class NumericBlock:
 
 
 @dataclass(slots=True)
+class NumericBatch:
+    """Many small numeric datasets of one type and shape, read together: ``data[j]`` is the whole of the
+    dataset ``metas[j]`` (``locates[j]`` names its samples). Per-item work (a block, running moments, hooks)
+    would cost more than reading such a dataset: the batch is judged at once, and a dataset where a check
+    may find something goes through the per-block path on its own (``stacked.summarize_batch``)."""
+
+    kind: ClassVar[str] = "numeric_batch"
+    metas: list[DatasetMeta]
+    data: np.ndarray[Any, Any]
+    locates: list[Locate]
+    items: int = 0
+    nbytes: int = 0
+
+
+@dataclass(slots=True)
 class LabelBlock:
     """Consecutive class labels of a label stream, ``global_start`` being the first one's position."""
 

@@ -135,21 +135,34 @@ def _channel(stats: DatasetStats, c: int) -> dict[str, float | int | None]:
     }
 
 
-def _statistics(stats: DatasetStats) -> Statistics:
+CHANNEL_ROWS = 100_000
+"""Per-channel rows a report's statistics list at most. Past it (an HDF5 file of 20,000 images stored one per
+dataset lists 64 channels each: a report of 240 MB), no dataset lists its channels; each keeps its totals."""
+CHANNELS_OMITTED = "statistics.channels"
+"""The report ``info`` note for per-channel statistics not listed."""
+
+
+def _lists_channels(stats: DatasetStats) -> bool:
+    return stats.channel_axis is not None and 1 < len(stats.count) <= 256
+
+
+def _statistics(stats: DatasetStats, channels: bool = True) -> Statistics:
     n = sum(stats.count)
     mean = m2 = 0.0
     seen = 0
-    for c in range(len(stats.count)):
-        nc = stats.count[c]
+    for nc, mean_c, m2_c in zip(stats.count, stats.mean, stats.m2, strict=True):
         if not nc:
             continue
         total = seen + nc
-        delta = stats.mean[c] - mean
+        delta = mean_c - mean
         mean += delta * nc / total
-        m2 += stats.m2[c] + delta * delta * seen * nc / total
+        m2 += m2_c + delta * delta * seen * nc / total
         seen = total
-    lows = [stats.min[c] for c in range(len(stats.count)) if stats.count[c]]
-    highs = [stats.max[c] for c in range(len(stats.count)) if stats.count[c]]
+    if all(stats.count):  # (many small datasets: this runs once per dataset)
+        lows, highs = stats.min, stats.max
+    else:
+        lows = [lo for lo, nc in zip(stats.min, stats.count, strict=True) if nc]
+        highs = [hi for hi, nc in zip(stats.max, stats.count, strict=True) if nc]
     return Statistics(
         path=stats.path,
         dataset=stats.dataset,
@@ -162,9 +175,7 @@ def _statistics(stats: DatasetStats) -> Statistics:
         max=_round(max(highs)) if highs else None,
         mean=_round(mean) if n else None,
         std=_round(math.sqrt(m2 / n)) if n else None,
-        channels=[_channel(stats, c) for c in range(len(stats.count))]
-        if stats.channel_axis is not None and 1 < len(stats.count) <= 256
-        else [],
+        channels=[_channel(stats, c) for c in range(len(stats.count))] if channels and _lists_channels(stats) else [],
     )
 
 
@@ -251,6 +262,13 @@ def build_report(source: SourceInfo, merged: Partial, config: ScanConfig, durati
             "(HDF5: name the labels with --labels; images: class folders or a list file with labels; LMDB: "
             "Datum labels)"
         )
+    stats = [s for _, s in sorted(final.stats.items())]
+    rows = sum(len(s.count) for s in stats if _lists_channels(s))
+    if rows > CHANNEL_ROWS:
+        info[CHANNELS_OMITTED] = (
+            f"per-channel statistics not listed: {rows:,} channels in {len(stats):,} datasets (a report lists at "
+            f"most {CHANNEL_ROWS:,}); every dataset's totals are"
+        )
     return Report(
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         source=source,
@@ -268,6 +286,6 @@ def build_report(source: SourceInfo, merged: Partial, config: ScanConfig, durati
         ),
         findings=findings,
         labels=_labels(final, config),
-        statistics=[_statistics(s) for _, s in sorted(final.stats.items())],
+        statistics=[_statistics(s, rows <= CHANNEL_ROWS) for s in stats],
         info=dict(sorted(info.items())),
     )

@@ -34,7 +34,8 @@ def finalize(ctx: ScanContext) -> None:
     for stats in ctx.partial.stats.values():
         if len(stats.shape) == 0 or stats.samples < 2:  # one sample (one record of an odd shape) varies nowhere
             continue
-        constant = [c for c in range(len(stats.count)) if stats.count[c] > 1 and stats.min[c] == stats.max[c]]
+        same = zip(stats.count, stats.min, stats.max, strict=True)
+        constant = [c for c, (n, lo, hi) in enumerate(same) if n > 1 and lo == hi]
         cap = ctx.partial.cap
         if not constant:
             continue

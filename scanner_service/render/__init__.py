@@ -23,6 +23,7 @@ NOTES = (
     "hdf5.other_formats",
     "hdf5.matlab",
     "hdf5.never_written",
+    "hdf5.coordinates",
     "images.splits",
     "images.skipped",
     "lmdb.not_scanned",

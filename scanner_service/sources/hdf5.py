@@ -43,6 +43,7 @@ from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
+from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
 from .walk import LINK_OUT, UNLISTABLE, Outside
 
 ZLIB_ERROR: type[Exception] = deflate.DeflateError
@@ -191,6 +192,44 @@ def _is_text(dtype: np.dtype[Any]) -> bool:
     return dtype.kind in "SU" or h5py.check_string_dtype(dtype) is not None
 
 
+COORDINATE_MAX_VALUES = 1 << 20
+"""Label candidates longer than this are not read to tell whether they are coordinates (they stay labels)."""
+
+
+def coordinates(fh: h5py.File, datasets: list[_Dataset], rel: str, labels_option: str | None) -> list[str]:
+    """Datasets named like labels (``y``) that are coordinates: as long as an axis of the data beside them
+    other than its first, as long as the first axis of none, and strictly monotonic, as netCDF and CF require
+    of a coordinate variable (``h['y'] = np.arange(512)`` beside data of 300 × 512: the columns' positions).
+    They are made data (scanned as values, no label stream, no label-length mismatch) and named in the notes;
+    labels named with ``--labels`` stay labels. A real mismatch stays one: 299 labels beside 300 samples are
+    as long as no other axis; 512 class ids beside 300 × 512 data are no monotonic run."""
+    if labels_option:
+        return []
+    found: list[str] = []
+    for label in datasets:
+        if not label.is_label or label.field is not None or label.dtype.kind == "b" or label.rows < 2:
+            continue
+        group = label.name.rsplit("/", 1)[0]
+        beside = [d for d in datasets if not d.is_label and d.shape and d.name.rsplit("/", 1)[0] == group]
+        if any(d.rows == label.rows for d in beside) or label.rows > COORDINATE_MAX_VALUES:
+            continue
+        along = next(((d, k) for d in beside for k, n in enumerate(d.shape[1:], 1) if n == label.rows), None)
+        if along is None:
+            continue
+        try:
+            values = np.asarray(fh[h5_key(label.path or label.name)][()]).reshape(-1)
+        except (OSError, RuntimeError, ValueError, KeyError, TypeError):
+            continue  # a damaged label dataset: read as labels, the reader reports it
+        rising, falling = bool((values[1:] > values[:-1]).all()), bool((values[1:] < values[:-1]).all())
+        if not (rising or falling):
+            continue
+        label.is_label = False
+        data, axis = along
+        order = "increasing" if rising else "decreasing"
+        found.append(f"{rel}:{label.name} ({label.rows} {order} values, axis {axis} of {data.name})")
+    return found
+
+
 def is_coordinate(obj: h5py.Dataset) -> bool:
     """A dimension scale (netCDF-4 coordinate variables: ``x``, ``y``, ``time``): coordinates, not labels."""
     try:
@@ -210,6 +249,7 @@ class _FilePlan:
     matlab: list[str]
     offsets: dict[str, int]
     unwritten: list[str]
+    coordinates: list[str]
 
 
 @dataclass(slots=True)
@@ -223,6 +263,8 @@ class _Dataset:
     path: str = ""
     """The dataset's path in the file, when it differs from ``name`` (a field)."""
     field: str | None = None
+    small: dict[str, Any] | None = None
+    """How a worker reads it as a small dataset (``hdf5_small``), None for the general reader."""
 
     @property
     def rows(self) -> int:
@@ -324,6 +366,11 @@ def _search(relative: Path, origin: Path, variable: str, beside: bool) -> Path |
         if found.is_file():
             return found
     return None
+
+
+_NUMERIC_TYPES: dict[tuple[int, int, int, int], tuple[np.dtype[Any], Any]] = {}
+"""HDF5 integer and float types by class, size, byte order and sign: the numpy type h5py reads them as, and
+HDF5's type for that numpy type (a stored type equal to it is read as stored: ``stored_as_read``)."""
 
 
 def _register_filters(ds: h5py.Dataset) -> None:
@@ -526,6 +573,7 @@ class Hdf5Source(Source):
         self._text_labels: list[str] = []
         self._matlab: list[str] = []
         self._unwritten: list[str] = []
+        self._coordinates: list[str] = []
         files = self.list_files(partial)
         segments: list[dict[str, Any]] = []
         total_bytes = total_items = 0
@@ -568,6 +616,15 @@ class Hdf5Source(Source):
                 f"{count} dataset{'s hold' if count > 1 else ' holds'} rows never written, which HDF5 reads as the "
                 f"dataset's fill value without an error (a writer that stopped early?): {shown}{more}"
             )
+        if self._coordinates:
+            count = len(self._coordinates)
+            shown = ", ".join(self._coordinates[:UNSCANNED_SHOWN])
+            more = f" and {count - UNSCANNED_SHOWN} more" if count > UNSCANNED_SHOWN else ""
+            partial.info["hdf5.coordinates"] = (
+                f"{count} dataset{'s' if count > 1 else ''} named like labels read as coordinates along an axis of "
+                f"the data beside {'them' if count > 1 else 'it'}, not as labels: {shown}{more}. Name labels with "
+                "--labels to check them as labels"
+            )
         shards = self._pack(segments)
         info = SourceInfo(
             kind=self.kind,
@@ -589,15 +646,17 @@ class Hdf5Source(Source):
         def plan_one(i: int) -> _FilePlan:
             path, line = files[i]
             self._unscanned, self._text_labels, self._matlab, self._unwritten = [], [], [], []
+            self._coordinates = []
             part = Partial(cap=self.config.max_locations)
             found = self._plan_file(path, self.relative(path), line, part, offsets)
             notes = (self._unscanned, self._text_labels, self._matlab)
-            return _FilePlan(found, part, *notes, dict(offsets), self._unwritten)
+            return _FilePlan(found, part, *notes, dict(offsets), self._unwritten, self._coordinates)
 
         unscanned: list[str] = []
         text_labels: list[str] = []
         matlab: list[str] = []
         unwritten: list[str] = []
+        coords: list[str] = []
         parts: list[Partial] = []
         for i, done in each(len(files), plan_one):
             if isinstance(done, Died):
@@ -613,9 +672,11 @@ class Hdf5Source(Source):
             text_labels += done.text_labels
             matlab += done.matlab
             unwritten += done.unwritten
+            coords += done.coordinates
             offsets.clear()  # the label streams' next offsets, as the child left them (a new child goes on)
             offsets.update(done.offsets)
         self._unscanned, self._text_labels, self._matlab, self._unwritten = unscanned, text_labels, matlab, unwritten
+        self._coordinates = coords
         return parts
 
     def _plan_file(
@@ -639,6 +700,7 @@ class Hdf5Source(Source):
                     )
                     partial.add("S001", where.model_copy(update={"detail": detail}))
                 datasets = self._walk(fh, path, rel, line, partial)
+                self._coordinates.extend(coordinates(fh, datasets, rel, self.config.labels))
                 if fh.userblock_size and is_matlab(path):
                     self._matlab.append(rel)
         except (OSError, RuntimeError, ValueError, KeyError) as exc:
@@ -665,7 +727,7 @@ class Hdf5Source(Source):
         damaged chunk index): then the file is walked again link by link, and only that object is lost."""
         noted = len(self._unwritten)
         try:
-            found, scratch, unscanned, seen = self._visit(fh, path, rel, line, fh.visititems)
+            found, scratch, unscanned, seen = self._visit(fh, path, rel, line, None)
         except (OSError, RuntimeError, ValueError, KeyError):
             del self._unwritten[noted:]  # the walk starts again
             found, scratch, unscanned, seen = self._visit(fh, path, rel, line, _TolerantWalk(fh, rel, line))
@@ -774,10 +836,78 @@ class Hdf5Source(Source):
             )
             found.append(_Dataset(shown, shape, dtype, obj.chunks, is_label, where))
 
-        visit_items(visit)
+        if visit_items is None:
+            self._lean_visit(fh, visit, found, seen)
+        else:
+            visit_items(visit)
         for lost in getattr(visit_items, "lost", []):
             partial.add("S001", lost)
         return found, partial, not_scanned, bool(seen)
+
+    def _lean_visit(self, fh: h5py.File, visit: Any, found: list[_Dataset], seen: list[str]) -> None:
+        """``fh.visititems(visit)``, where a small numeric dataset without attributes is described from its
+        low-level handle (a few HDF5 calls: nothing else of it needs a look) and every other object is handed
+        to ``visit``, as ``visititems`` hands it."""
+        netcdf = "_NCProperties" in fh.attrs  # netCDF's default fill makes a float without attributes missing
+        labels = self.config.labels
+        fid = fh.id
+
+        def each(raw: bytes, info: Any) -> None:
+            if info.type != h5py.h5o.TYPE_DATASET:
+                return
+            if info.num_attrs == 0 and not netcdf:
+                try:
+                    small = self._small_dataset(fid, raw, labels)
+                except (OSError, RuntimeError, ValueError, KeyError, TypeError):
+                    small = None  # a type NumPy cannot hold, a damaged header: the general walk tells
+                if small is not None:
+                    seen.append(small.name[1:])
+                    found.append(small)
+                    return
+            try:
+                name: str | bytes = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                name = raw
+            visit(name, fh[name])
+
+        h5py.h5o.visit(fid, each, info=True)
+
+    @staticmethod
+    def _small_dataset(fid: Any, raw: bytes, labels: str | None) -> _Dataset | None:
+        """A small numeric dataset without attributes, read many at a time by the workers; None for any
+        other (the general walk judges it)."""
+        try:
+            full = "/" + raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if not full.isprintable() or "/_i_" in full:
+            return None
+        dsid = h5py.h5d.open(fid, raw)
+        tid = dsid.get_type()
+        kind = tid.get_class()
+        if kind == h5py.h5t.INTEGER:
+            key = (kind, tid.get_size(), tid.get_order(), tid.get_sign())
+        elif kind == h5py.h5t.FLOAT:
+            key = (kind, tid.get_size(), tid.get_order(), -1)
+        else:
+            return None
+        known = _NUMERIC_TYPES.get(key)
+        if known is None:
+            dtype = tid.dtype
+            known = _NUMERIC_TYPES[key] = (dtype, h5py.h5t.py_create(dtype))
+        dtype, stored = known
+        if dtype.kind not in "fiu" or not tid.equal(stored):  # (a 2-byte bfloat16 is no float16)
+            return None
+        space = dsid.get_space()
+        if space.get_simple_extent_type() not in (h5py.h5s.SIMPLE, h5py.h5s.SCALAR):
+            return None
+        shape: tuple[int, ...] = space.shape
+        if len(shape) in (1, 2) and shape[1:] in ((), (1,)) and is_label_name(full, labels):
+            return None  # labels, maybe: the general walk decides
+        spec = small_spec(dsid, shape, dtype)
+        if spec is None:
+            return None
+        return _Dataset(full, shape, dtype, spec[1], False, small=spec[0])
 
     def _note_external(self, fh: h5py.File, name: bytes, info: Any, rel: str) -> None:
         """External links are not followed (the linked file may lie anywhere): they are named as not scanned."""
@@ -928,6 +1058,7 @@ class Hdf5Source(Source):
                     **({"path": ds.path} if ds.path else {}),
                     **({"field": ds.field} if ds.field is not None else {}),
                     **({"chunk_rows": step} if step > 1 else {}),
+                    **({"small": ds.small} if ds.small is not None else {}),
                 }
             )
         return out
@@ -993,6 +1124,7 @@ class Hdf5Source(Source):
 
     def read(self, shard: Shard) -> Iterator[Any]:
         segments = shard.spec["segments"]
+        scratch = Scratch()
         for rel, group in itertools.groupby(segments, key=lambda s: s["file"]):
             path = self.root / rel if not Path(rel).is_absolute() else Path(rel)
             try:
@@ -1010,11 +1142,26 @@ class Hdf5Source(Source):
                         yield ReadFailure("S001", where.model_copy(update={"detail": str(exc)}))
                 continue
             try:
+                small: list[dict[str, Any]] = []  # read many at a time, whatever lies between them
+                held = 0
                 for seg in group:
-                    yield from _SegmentReader(self, fh, fd, seg).blocks()
+                    if not is_small(seg):
+                        yield from _SegmentReader(self, fh, fd, seg).blocks()
+                        continue
+                    small.append(seg)
+                    held += seg["bytes"]
+                    if len(small) == BATCH_DATASETS or held >= BATCH_BYTES:
+                        yield from read_small(fh, fd, small, self._reader(fh, fd), scratch)
+                        small, held = [], 0
+                if small:
+                    yield from read_small(fh, fd, small, self._reader(fh, fd), scratch)
             finally:
                 os.close(fd)
                 fh.close()
+
+    def _reader(self, fh: h5py.File, fd: int) -> Any:
+        """The general reader of one segment of an open file."""
+        return lambda seg: _SegmentReader(self, fh, fd, seg).blocks()
 
 
 class _SegmentReader:

@@ -21,7 +21,6 @@ import importlib
 import itertools
 import math
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,12 +43,12 @@ from .base import Plan, Shard, Source, SourceInfo
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
 from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
+from .naming import LABEL_NAMES, is_label_name, split_of
 from .walk import LINK_OUT, UNLISTABLE, Outside
 
 ZLIB_ERROR: type[Exception] = deflate.DeflateError
 """What libdeflate raises for damaged data (a bad stream, a wrong Adler-32, more data than the chunk holds)."""
 
-LABEL_NAMES = frozenset({"label", "labels", "y", "target", "targets"})
 
 FILTER_DEFLATE, FILTER_SHUFFLE = 1, 2
 OWN_PIPELINES = frozenset({(), (FILTER_DEFLATE,), (FILTER_SHUFFLE,), (FILTER_SHUFFLE, FILTER_DEFLATE)})
@@ -100,27 +99,6 @@ def open_h5(path: Path) -> h5py.File:
             return h5py.File(path, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES, swmr=True)
         except OSError:
             raise exc from None  # a writer that is not in SWMR mode: the first reason is the one to read
-
-
-SPLITS = {
-    **dict.fromkeys(("train", "training"), "train"),
-    **dict.fromkeys(("test", "testing"), "test"),
-    **dict.fromkeys(("val", "valid", "validation", "dev"), "val"),
-}
-"""Words that name a split of the data in a dataset's name (``X_train``, ``y_val``), and the split each names."""
-
-
-def is_label_name(name: str, labels_option: str | None) -> bool:
-    """Whether a dataset is labels: ``--labels`` as a path (``/train/y``), or a bare name (``y``) that names
-    datasets in any group, as the default names do; without it, one of the default names, alone or with the
-    name of a split (``y_train``, ``test_labels``: Keras-style files)."""
-    if labels_option:
-        if "/" not in labels_option:
-            return name.rsplit("/", 1)[-1] == labels_option
-        return name.lstrip("/") == labels_option.lstrip("/")
-    base = name.rsplit("/", 1)[-1].lower()
-    words = set(filter(None, re.split(r"[^a-z]+", base)))
-    return base in LABEL_NAMES or (len(words) == 2 and bool(words & LABEL_NAMES) and bool(words & SPLITS.keys()))
 
 
 NETCDF_PLACEHOLDER = b"This is a netCDF dimension but not a netCDF variable"
@@ -450,12 +428,6 @@ def _fill_text(ds: h5py.Dataset) -> str:
 BISECT_READS = 8192
 """Reads spent halving one failed row range of an unchunked dataset: enough to isolate a few damaged runs down
 to the row; a range bad throughout is reported in coarser pieces once they are spent."""
-
-
-def _split_of(name: str) -> str | None:
-    """The split a dataset's name names (``/X_train`` and ``/train_labels``: train), None for none."""
-    words = re.split(r"[^a-z]+", name.rsplit("/", 1)[-1].lower())
-    return next((SPLITS[w] for w in words if w in SPLITS), None)
 
 
 def _chunk_label(offset: tuple[int, ...], chunks: tuple[int, ...]) -> str:
@@ -1021,11 +993,11 @@ class Hdf5Source(Source):
         ``y_train``)."""
         for label in (d for d in datasets if d.is_label):
             group = label.name.rsplit("/", 1)[0]
-            split = _split_of(label.name)
+            split = split_of(label.name)
             for data in datasets:
                 if data.is_label or data.name.rsplit("/", 1)[0] != group or not data.shape:
                     continue
-                other = _split_of(data.name)
+                other = split_of(data.name)
                 if split is not None and other is not None and other != split:
                     continue
                 if data.rows != label.rows and label.rows <= 2 * data.rows and data.rows <= 2 * label.rows:

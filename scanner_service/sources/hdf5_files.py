@@ -6,12 +6,11 @@ without importing h5py.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .walk import Outside, files_below
+from .walk import Outside, files_below, size_of
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SUFFIXES = frozenset({".h5", ".hdf5", ".hdf", ".he5", ".h5py"})
@@ -113,14 +112,6 @@ def other_version(path: str) -> tuple[str, bool]:
     return f"no HDF5 signature and no other version's header (first bytes {head[:8].hex(' ')})", True
 
 
-def _bytes(paths: list[str]) -> int:
-    total = 0
-    for path in paths:
-        with contextlib.suppress(OSError):
-            total += os.stat(path).st_size
-    return total
-
-
 PLOTS_PER_FILE = 2
 """Images an HDF5 dataset may hold beside each ``.h5`` file (plots, previews) and still be one, whatever
 their bytes."""
@@ -137,7 +128,7 @@ def holds_hdf5(folder: Path, outside: Outside | None = None) -> bool:
         return False
     if images == 0:
         return True
-    if named and (images <= PLOTS_PER_FILE * named or _bytes(c.named) >= _bytes(c.images)):
+    if named and (images <= PLOTS_PER_FILE * named or size_of(c.named) >= size_of(c.images)):
         return True
     return len(c.maybe) > images
 

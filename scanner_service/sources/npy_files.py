@@ -5,7 +5,6 @@ Detection runs for every scan: nothing here imports a format library (``zipfile`
 
 from __future__ import annotations
 
-import contextlib
 import os
 import zipfile
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from pathlib import Path
 from ..imaging.sniff import IMAGE_EXTENSIONS
 from .hdf5_files import LIST_SUFFIXES, MAYBE_SUFFIXES
 from .hdf5_files import SUFFIXES as HDF5_SUFFIXES
-from .walk import Outside, files_below
+from .walk import Outside, files_below, size_of
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -80,14 +79,6 @@ def folder_arrays(folder: Path, outside: Outside | None = None) -> FolderArrays:
     return found
 
 
-def _bytes(paths: list[str]) -> int:
-    total = 0
-    for path in paths:
-        with contextlib.suppress(OSError):
-            total += os.stat(path).st_size
-    return total
-
-
 def mostly_arrays(found: FolderArrays) -> bool:
     """Whether a folder is a NumPy dataset: its ``.npy``/``.npz`` files outnumber its HDF5 and image files
     together, or hold at least as many bytes as those with no more than a few images per array file (plots
@@ -100,7 +91,7 @@ def mostly_arrays(found: FolderArrays) -> bool:
         return True
     if len(found.images) > PLOTS_PER_FILE * arrays:
         return False
-    return _bytes(found.arrays) >= _bytes(found.hdf5) + _bytes(found.images)
+    return size_of(found.arrays) >= size_of(found.hdf5) + size_of(found.images)
 
 
 def is_numpy_source(path: Path, outside: Outside | None = None) -> bool:

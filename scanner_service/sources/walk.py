@@ -125,3 +125,12 @@ def _walk_files(
                     links_out.append(path)
                 continue
             yield path
+
+
+def size_of(paths: Iterable[str]) -> int:
+    """The bytes the files hold together (a file gone or unreadable counts 0)."""
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            total += os.stat(path).st_size
+    return total

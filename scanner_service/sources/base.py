@@ -109,3 +109,29 @@ class Source(ABC):
     def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
         """The finding for a shard that kills its reader process every time (after splitting)."""
         return "S001", Location(path=str(shard.spec.get("file", ".")), detail=reason)
+
+
+def segment_shard(index: int, segments: list[dict[str, Any]]) -> Shard:
+    """A shard of row ranges (``segments``: each with ``start``, ``stop``, ``bytes`` and its ``file``)."""
+    return Shard(
+        id=index,
+        items=sum(s["stop"] - s["start"] for s in segments),
+        bytes=sum(s["bytes"] for s in segments),
+        spec={"segments": segments, "file": segments[0]["file"]},
+    )
+
+
+def pack_segments(segments: list[dict[str, Any]], shard_bytes: int) -> list[Shard]:
+    """Consecutive row ranges packed into shards of about ``shard_bytes`` each (a range is never split here)."""
+    shards: list[Shard] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for seg in segments:
+        if current and size + seg["bytes"] > shard_bytes:
+            shards.append(segment_shard(len(shards), current))
+            current, size = [], 0
+        current.append(seg)
+        size += seg["bytes"]
+    if current:
+        shards.append(segment_shard(len(shards), current))
+    return shards

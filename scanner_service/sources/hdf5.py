@@ -39,7 +39,7 @@ from ..partial import Partial, merge
 from ..records.image import image_format
 from ..statistics import channel_layout, complex_parts
 from ..text import printable
-from .base import Plan, Shard, Source, SourceInfo
+from .base import Plan, Shard, Source, SourceInfo, pack_segments, segment_shard
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
 from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
@@ -1036,27 +1036,11 @@ class Hdf5Source(Source):
         return out
 
     def _pack(self, segments: list[dict[str, Any]]) -> list[Shard]:
-        shards: list[Shard] = []
-        current: list[dict[str, Any]] = []
-        size = 0
-        for seg in segments:
-            if current and size + seg["bytes"] > self.config.shard_bytes:
-                shards.append(self._shard(len(shards), current))
-                current, size = [], 0
-            current.append(seg)
-            size += seg["bytes"]
-        if current:
-            shards.append(self._shard(len(shards), current))
-        return shards
+        return pack_segments(segments, self.config.shard_bytes)
 
     @staticmethod
     def _shard(index: int, segments: list[dict[str, Any]]) -> Shard:
-        return Shard(
-            id=index,
-            items=sum(s["stop"] - s["start"] for s in segments),
-            bytes=sum(s["bytes"] for s in segments),
-            spec={"segments": segments, "file": segments[0]["file"]},
-        )
+        return segment_shard(index, segments)
 
     def split(self, shard: Shard) -> list[Shard]:
         segments = shard.spec["segments"]

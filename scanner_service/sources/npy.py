@@ -45,7 +45,7 @@ from ..labels import label_tally
 from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout, complex_parts
-from .base import Plan, Shard, Source, SourceInfo
+from .base import Plan, Shard, Source, SourceInfo, pack_segments, segment_shard
 from .naming import LABEL_NAMES, is_label_name, split_of
 from .npy_files import NPY_MAGIC, ZIP_MAGIC, folder_arrays, is_numpy_source
 from .npy_zip import METHODS, Member, MemberStream, listed_members, recovered_members
@@ -490,27 +490,11 @@ class NumpySource(Source):
         return out
 
     def _pack(self, segments: list[dict[str, Any]]) -> list[Shard]:
-        shards: list[Shard] = []
-        current: list[dict[str, Any]] = []
-        size = 0
-        for seg in segments:
-            if current and size + seg["bytes"] > self.config.shard_bytes:
-                shards.append(self._shard(len(shards), current))
-                current, size = [], 0
-            current.append(seg)
-            size += seg["bytes"]
-        if current:
-            shards.append(self._shard(len(shards), current))
-        return shards
+        return pack_segments(segments, self.config.shard_bytes)
 
     @staticmethod
     def _shard(index: int, segments: list[dict[str, Any]]) -> Shard:
-        return Shard(
-            id=index,
-            items=sum(s["stop"] - s["start"] for s in segments),
-            bytes=sum(s["bytes"] for s in segments),
-            spec={"segments": segments, "file": segments[0]["file"]},
-        )
+        return segment_shard(index, segments)
 
     def split(self, shard: Shard) -> list[Shard]:
         segments = shard.spec["segments"]

@@ -11,8 +11,9 @@ unpickled: an array of Python objects is named in a note, not scanned. Reading:
   some columns) or, for long arrays, of parts of one column; one shard per array. Such a block holds part of each
   sample, as an HDF5 chunk of some channels does, so ``constant-sample`` does not judge these arrays (a note says
   so); every other check does.
-- ``.npz`` members (stored or deflated): streamed from their offset in the archive (``npy_zip``), one shard per
-  member, and checked against their CRC-32 once read. A damaged member or archive is a finding naming the member.
+- ``.npz`` members (stored, deflated, bzip2 or LZMA): streamed from their offset in the archive (``npy_zip``),
+  one shard per member, and checked against their CRC-32 once read. A damaged member or archive is a finding
+  naming the member.
 
 Structured arrays are tables: each numeric field is scanned as a column ``['x']`` (HDF5 compound tables the same
 way); a field named like labels is a label stream. A 1-D array (or N×1) named like labels (``y``, ``labels``,
@@ -28,6 +29,7 @@ import math
 import os
 import struct
 import tokenize
+import warnings
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -76,6 +78,12 @@ class _Reads(Protocol):
 
 def read_header(fp: _Reads) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
     """(shape, Fortran order, dtype) of the ``.npy`` that ``fp`` starts with; ``fp`` is left at its data."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a Python 2 header (``(20L, 4L)``): read, nothing to say
+        return _read_header(fp)
+
+
+def _read_header(fp: _Reads) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
     version = npformat.read_magic(fp)  # type: ignore[arg-type]
     if version == (1, 0):
         shape, fortran, dtype = npformat.read_array_header_1_0(fp, max_header_size=HEADER_MAX)  # type: ignore[arg-type]
@@ -130,6 +138,11 @@ def _unscanned(dtype: np.dtype[Any]) -> str | None:
     return f"opaque bytes, {dtype.itemsize} each" if dtype.kind == "V" and not dtype.names else f"type {dtype}"
 
 
+def labels_option(labels: str | None) -> str | None:
+    """``--labels`` for arrays: a file's name may keep its ``.npy`` (``y_train.npy`` names ``y_train``)."""
+    return labels[:-4] if labels is not None and labels.lower().endswith(".npy") else labels
+
+
 def columns(dtype: np.dtype[Any], shape: tuple[int, ...], name: str, labels: str | None) -> list[_Column]:
     """The columns scanned of an array named ``name`` (its path in the dataset, without ``.npy``): the array
     itself, or each numeric field of a structured one; which of them are labels. Empty: nothing to scan."""
@@ -141,7 +154,11 @@ def columns(dtype: np.dtype[Any], shape: tuple[int, ...], name: str, labels: str
             boolean = sub.base.kind == "b" and sub.shape == ()
             if (sub.base.kind not in "fiuc" or sub.base.names or sub.hasobject) and not boolean:
                 continue
-            chosen = (is_label_name(f"{name}['{f}']", labels) or f == labels) if labels else f.lower() in LABEL_NAMES
+            chosen = (
+                (is_label_name(f"{name}['{f}']", labels_option(labels)) or f == labels)
+                if labels
+                else f.lower() in LABEL_NAMES
+            )
             label = len(shape) == 1 and sub.shape == () and sub.base.kind in "fiub" and chosen
             if sub.base.kind == "b" and not label:
                 continue
@@ -149,7 +166,7 @@ def columns(dtype: np.dtype[Any], shape: tuple[int, ...], name: str, labels: str
         return found
     if _unscanned(dtype) is not None:
         return []
-    label = one and dtype.kind in "fiub" and is_label_name(name, labels)
+    label = one and dtype.kind in "fiub" and is_label_name(name, labels_option(labels))
     if dtype.kind == "b" and not label:
         return []  # booleans hold no NaN, no Inf, no overflow
     return [_Column(None, label)]
@@ -360,6 +377,7 @@ class NumpySource(Source):
         elif held < needed:
             self._truncated(array, held, needed, partial)
         array.cols = columns(dtype, shape, name, self.config.labels)
+        self._nothing_to_scan(array)
         return [array] if array.cols else []
 
     def _archive(self, path: Path, rel: str, fd: int, size: int, partial: Partial) -> list[_Array]:
@@ -378,7 +396,7 @@ class NumpySource(Source):
             listed = list(recovered)
         stem = rel[:-4] if rel.lower().endswith(".npz") else rel
         arrays: list[_Array] = []
-        for member in listed:
+        for member in self._read_by_numpy(rel, listed):
             if isinstance(member, tuple):
                 partial.add("S001", Location(path=rel, dataset=member[0], detail=member[1]))
                 continue
@@ -405,9 +423,32 @@ class NumpySource(Source):
                 continue
             # (a member shorter than its header says is reported by the reader, where its data ends)
             array.cols = columns(dtype, shape, array.name, self.config.labels)
+            self._nothing_to_scan(array)
             if array.cols:
                 arrays.append(array)
         return arrays
+
+    def _read_by_numpy(self, rel: str, listed: list[Member | tuple[str, str]]) -> list[Member | tuple[str, str]]:
+        """The members ``np.load`` reads: of several of one name (``zipfile`` writes a name twice, with a
+        warning), the last, as ``np.load(...)['x']`` does; a member ``x`` before a member ``x.npy``. The others
+        are named in a note."""
+        chosen: dict[str, Member] = {}
+        for member in listed:
+            if isinstance(member, Member):
+                key = member.name[:-4] if member.name.endswith(".npy") else member.name
+                held = chosen.get(key)
+                if held is None or held.name == member.name or member.name == key:
+                    chosen[key] = member
+        kept = {id(m) for m in chosen.values()}
+        for member in listed:
+            if isinstance(member, Member) and id(member) not in kept:
+                key = member.name[:-4] if member.name.endswith(".npy") else member.name
+                self._notes["not_scanned"].append(
+                    f"{rel}:{key} (a member of the same name as another, {member.name!r} at byte "
+                    f"{member.data_offset:,}: numpy reads only {chosen[key].name!r} at byte "
+                    f"{chosen[key].data_offset:,})"
+                )
+        return [m for m in listed if not isinstance(m, Member) or id(m) in kept]
 
     def _usable(self, array: _Array, partial: Partial) -> bool:
         """Whether the array holds numbers to scan; notes or findings for those that do not."""
@@ -431,6 +472,12 @@ class NumpySource(Source):
         if array.fortran and len(array.shape) >= 2:
             self._notes["fortran"].append(array.shown)
         return True
+
+    def _nothing_to_scan(self, array: _Array) -> None:
+        """A note for an array of booleans (no label) or a table with no field left to scan: no silent 0."""
+        if not array.cols:
+            why = "booleans: no NaN, Inf or overflow to find" if not array.dtype.names else "no numeric field"
+            self._notes["not_scanned"].append(f"{array.shown} ({why})")
 
     def _truncated(self, array: _Array, held: int, needed: int, partial: Partial) -> None:
         """A ``.npy`` file shorter than its header says: the rows it lacks are a finding, the others planned."""
@@ -592,7 +639,7 @@ class _SegmentReader:
             else:
                 yield from self._rows()
         except zlib.error as exc:
-            yield self._where(self.seg["start"], self.seg["stop"], f"unreadable: damaged deflate data ({exc})")
+            yield self._where(self.seg["start"], self.seg["stop"], f"unreadable: damaged compressed data ({exc})")
             return
         except OSError as exc:
             yield self._where(self.seg["start"], self.seg["stop"], f"unreadable: {exc.strerror or exc}")

@@ -1,14 +1,16 @@
 """The members of a ``.npz`` archive (a zip of ``.npy`` files), read as streams in bounded memory.
 
-A member's bytes are read at their offset in the archive (stored ones as they are, deflated ones through one
-``zlib`` decompressor) and checked against the member's CRC-32 once they are all read, so every value of a
-damaged member is scanned before the damage is reported. An archive whose central directory cannot be read (a
-truncated copy loses it: it is the last thing in the file) is walked through its members' local headers instead:
-the members before the cut are scanned, and the one it cuts up to the cut.
+A member's bytes are read at their offset in the archive (stored ones as they are, compressed ones, deflate,
+bzip2 or LZMA as ``zipfile`` writes them, through one decompressor) and checked against the member's CRC-32 once
+they are all read, so every value of a damaged member is scanned before the damage is reported. An archive whose
+central directory cannot be read (a truncated copy loses it: it is the last thing in the file) is walked through
+its members' local headers instead: the members before the cut are scanned, and the one it cuts up to the cut.
 """
 
 from __future__ import annotations
 
+import bz2
+import lzma
 import os
 import struct
 import zipfile
@@ -19,8 +21,10 @@ from typing import Any
 LOCAL = struct.Struct("<4sHHHHHIIIHH")
 LOCAL_SIGNATURE = b"PK\x03\x04"
 ZIP64_EXTRA = 0x0001
-STORED, DEFLATED = 0, 8
-METHODS = {STORED: "stored", DEFLATED: "deflated"}
+STORED, DEFLATED, BZIP2, LZMA = 0, 8, 12, 14
+METHODS = {STORED: "stored", DEFLATED: "deflated", BZIP2: "bzip2", LZMA: "lzma"}
+DAMAGED = (zlib.error, lzma.LZMAError, OSError, EOFError, ValueError)
+"""What the decompressors raise for damaged data (bz2: OSError; an LZMA member's header: ValueError)."""
 RAW_READ = 1 << 20
 """Compressed bytes read at a time."""
 
@@ -131,9 +135,44 @@ def recovered_members(fd: int, size: int) -> tuple[list[Member], str]:
     return found, "the archive ends there"
 
 
+class _Unpacker:
+    """A bzip2 or LZMA decompressor as ``zlib``'s: ``decompress(data, n)`` gives up to ``n`` bytes; the input
+    it has not used is kept inside, so ``unconsumed_tail`` is always empty."""
+
+    unconsumed_tail = b""
+
+    def __init__(self, method: int) -> None:
+        self.method = method
+        self.unpack: bz2.BZ2Decompressor | lzma.LZMADecompressor | None = (
+            bz2.BZ2Decompressor() if method == BZIP2 else None
+        )
+        self.head = b""
+        """An LZMA member's own header (version, size of the properties, properties), until it is whole."""
+
+    @property
+    def eof(self) -> bool:
+        return self.unpack is not None and self.unpack.eof
+
+    def needs_input(self) -> bool:
+        return self.unpack is None or self.unpack.needs_input
+
+    def decompress(self, data: bytes, n: int) -> bytes:
+        if self.unpack is None:  # LZMA: 2 bytes of version, 2 of the properties' size, the properties
+            self.head += data
+            if len(self.head) < 4:
+                return b""
+            size = int.from_bytes(self.head[2:4], "little")
+            if len(self.head) < 4 + size:
+                return b""
+            filters = [lzma._decode_filter_properties(lzma.FILTER_LZMA1, self.head[4 : 4 + size])]  # type: ignore[attr-defined]
+            self.unpack = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=filters)
+            data, self.head = self.head[4 + size :], b""
+        return self.unpack.decompress(data, n)
+
+
 class MemberStream:
     """A member's uncompressed bytes, read in order: ``read(n)`` gives up to ``n`` bytes (fewer only at the
-    end of the member, or where the archive ends); raises ``zlib.error`` for damaged deflate data."""
+    end of the member, or where the archive ends); raises ``zlib.error`` for damaged compressed data."""
 
     def __init__(self, fd: int, member: Member, archive_size: int) -> None:
         self.fd = fd
@@ -142,7 +181,13 @@ class MemberStream:
         self.left = max(0, min(member.compressed, archive_size - member.data_offset))
         self.cut = self.left < member.compressed
         """The archive ends before the member's last byte."""
-        self.inflate = zlib.decompressobj(-zlib.MAX_WBITS) if member.method == DEFLATED else None
+        self.inflate = (
+            None
+            if member.method == STORED
+            else zlib.decompressobj(-zlib.MAX_WBITS)
+            if member.method == DEFLATED
+            else _Unpacker(member.method)
+        )
         self.tail = b""
         self.crc = 0
         self.done = 0
@@ -155,13 +200,21 @@ class MemberStream:
         return data
 
     def read(self, n: int) -> bytes:
+        try:
+            return self._read(n)
+        except DAMAGED as exc:
+            if isinstance(exc, zlib.error):
+                raise
+            raise zlib.error(f"{METHODS.get(self.member.method, self.member.method)}: {exc}") from exc
+
+    def _read(self, n: int) -> bytes:
         if self.inflate is None:
             data = self._raw(min(n, self.member.size - self.done))
         else:
             parts: list[bytes] = []
             got = 0
             while got < n and not self.inflate.eof:
-                if not self.tail:
+                if not self.tail and (not isinstance(self.inflate, _Unpacker) or self.inflate.needs_input()):
                     self.tail = self._raw(RAW_READ)
                     if not self.tail:
                         break

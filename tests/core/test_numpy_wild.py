@@ -1,0 +1,125 @@
+"""NumPy files the way numpy and other tools really write them: archives with duplicate member names, headers
+written by Python 2 or by hand, ``--labels`` naming a file, boolean masks."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tests.conftest import cli_json, finding, run_scan
+
+
+def places(report: Any, code: str) -> list[tuple[str, str | None, int | None]]:
+    found = finding(report, code)
+    return [] if found is None else [(loc.path, loc.dataset, loc.index) for loc in found.locations]
+
+
+def npy_bytes(array: np.ndarray[Any, Any]) -> bytes:
+    out = io.BytesIO()
+    np.save(out, array)
+    return out.getvalue()
+
+
+def test_duplicate_member_names_scan_what_numpy_reads(tmp_path: Path) -> None:
+    """zipfile lets a name be written twice (it warns); ``np.load(...)['x']`` reads the last one. Two members of
+    one name and different shapes crashed the merge of their statistics."""
+    x = np.random.default_rng(0).normal(size=(50, 4)).astype(np.float32)
+    x[17, 2] = np.nan
+    path = tmp_path / "dup.npz"
+    with warnings.catch_warnings(), zipfile.ZipFile(path, "w") as zf:
+        warnings.simplefilter("ignore")
+        zf.writestr("x.npy", npy_bytes(np.full((3, 2), np.inf)))
+        zf.writestr("x.npy", npy_bytes(x))
+    with np.load(path) as npz:
+        assert npz["x"].shape == (50, 4)  # what numpy reads
+    for workers in (0, 2):
+        report = run_scan(path, workers=workers)
+        assert places(report, "V001") == [("dup.npz", "x", 17)]
+        assert finding(report, "V002") is None  # the shadowed member is not numpy's x
+        assert "dup.npz:x" in report.info["numpy.not_scanned"] and "same name" in report.info["numpy.not_scanned"]
+        assert report.source.items == 50
+    status, out = cli_json(path)
+    assert status == 1 and [f["code"] for f in out["findings"]] == ["V001"]
+
+
+def hand_written(path: Path, header: str, data: bytes) -> Path:
+    """A version 1.0 ``.npy`` with this header text, as a Python 2 numpy or another tool writes it."""
+    text = header.encode("latin1")
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text + data)
+    return path
+
+
+def cli(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", str(path), "--format", "json", "-j0", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_a_python2_header_is_read_without_a_warning_on_stderr(tmp_path: Path) -> None:
+    """numpy on Python 2 wrote shapes as ``(20L, 4L)``: numpy reads them, with a UserWarning pointing into
+    dscan's source, twice (planning and reading)."""
+    x = np.ones((20, 4), np.float32)
+    x[13, 2] = np.nan
+    path = hand_written(
+        tmp_path / "old.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (20L, 4L), }\n", x.tobytes()
+    )
+    proc = cli(path)
+    assert proc.returncode == 1 and proc.stderr == ""
+    assert '"index": 13' in proc.stdout
+
+
+def test_labels_option_may_name_the_file(tmp_path: Path) -> None:
+    """``--labels y_train.npy`` (the file's name, as ``ls`` shows it) names the same array as ``--labels
+    y_train``."""
+    np.save(tmp_path / "X_train.npy", np.ones((30, 3), np.float32))
+    np.save(tmp_path / "y_train.npy", np.arange(30) % 3)
+    np.save(tmp_path / "classes.npy", np.arange(30) % 5)
+    for name in ("classes", "classes.npy"):
+        proc = cli(tmp_path, "--labels", name, "--num-classes", "3")
+        assert proc.returncode == 1, proc.stderr
+        assert '"stream": "classes"' in proc.stdout and "label 4" in proc.stdout
+
+
+def test_a_boolean_mask_is_named_in_a_note(tmp_path: Path) -> None:
+    """A boolean array that is no label holds no NaN, Inf or overflow: it is not scanned, and a note says so
+    (not a silent scan of 0 samples)."""
+    np.save(tmp_path / "mask.npy", np.ones((40, 8), bool))
+    report = run_scan(tmp_path / "mask.npy")
+    assert report.source.items == 0
+    assert "mask.npy (booleans" in report.info["numpy.not_scanned"]
+
+
+def test_bzip2_and_lzma_members_are_scanned(tmp_path: Path) -> None:
+    """``zipfile`` writes members compressed with bzip2 or LZMA, and ``np.load`` reads them: their values are
+    scanned (they were skipped with a note, and the scan passed over a NaN); damaged data is a finding."""
+    x = np.random.default_rng(3).normal(size=(3000, 5)).astype(np.float32)
+    x[2345, 4] = np.nan
+    for method in (zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
+        path = tmp_path / f"m{method}.npz"
+        with zipfile.ZipFile(path, "w", compression=method) as zf:
+            zf.writestr("x.npy", npy_bytes(x))
+            zf.writestr("y.npy", npy_bytes(np.arange(3000) % 4))
+        with np.load(path) as npz:
+            assert np.isnan(npz["x"][2345, 4])
+        for workers, sizes in ((0, {}), (2, {"block_bytes": 512})):
+            report = run_scan(path, workers=workers, **sizes)
+            assert places(report, "V001") == [(path.name, "x", 2345)], method
+            assert report.source.items == 6000 and "numpy.not_scanned" not in report.info
+            assert finding(report, "S002") is None
+        raw = bytearray(path.read_bytes())
+        raw[len(raw) // 4] ^= 0xFF  # inside x's compressed data
+        damaged = tmp_path / f"damaged{method}.npz"
+        damaged.write_bytes(bytes(raw))
+        status, out = cli_json(damaged)
+        assert status == 1 and any(f["code"] in ("S001", "S002") for f in out["findings"]), out["findings"]

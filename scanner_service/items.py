@@ -33,6 +33,11 @@ class DatasetMeta:
     rows_from_blocks: bool = False
     """The samples are counted as blocks come (an LMDB shape: its records of that shape), not taken from
     ``shape[0]``, which is then the number of records in the database."""
+    sample_shape: tuple[int, ...] | None = None
+    """Set for a dataset that is ONE sample of a role (one group per sample: ``/sample_*/image``): the role's
+    sample shape (-1 along an axis whose length varies). ``shape`` is then (1, *the dataset's shape), the channel
+    axis counts in it, and ``stats_key`` and ``dataset`` name the role: its datasets share one set of statistics,
+    which counts them as its samples."""
 
 
 @dataclass(slots=True)

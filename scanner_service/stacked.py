@@ -43,7 +43,8 @@ def summarize_batch(batch: NumericBatch, ctx: ScanContext) -> None:
         rest: list[int] = list(range(len(batch.metas)))
     else:
         with np.errstate(over="ignore", invalid="ignore"):
-            rest = _settle(batch, ctx, "V005" in ctx.enabled)
+            settle = _settle if batch.metas[0].sample_shape is None else _settle_samples
+            rest = settle(batch, ctx, "V005" in ctx.enabled)
     rest_axes = (0,) * (batch.data.ndim - 2)
     for j in rest:
         data = batch.data[j]
@@ -81,6 +82,33 @@ def _settle(batch: NumericBatch, ctx: ScanContext, constant_samples: bool) -> li
     return np.flatnonzero(pending).tolist()
 
 
+def _settle_samples(batch: NumericBatch, ctx: ScanContext, constant_samples: bool) -> list[int]:
+    """``_settle`` for datasets that are one sample each (one group per sample, all of one role): a dataset whose
+    every value is one (a blank image) is judged by constant-sample on the per-block path; the statistics of the
+    others go into their role's, at once."""
+    raw = batch.data
+    meta = batch.metas[0]
+    k, sample = raw.shape[0], raw.shape[1:]
+    values = _as_float(raw)
+    axis = meta.channel_axis
+    if axis is None:
+        view = values.reshape(k, 1, 1, -1)
+    elif axis > 1:  # channels last, copied channels first
+        view = np.ascontiguousarray(values.reshape(k, 1, -1, sample[-1]).transpose(0, 1, 3, 2))
+    else:
+        view = values.reshape(k, 1, sample[0], -1)
+    lo, hi = np.minimum.reduce(view, axis=(1, 3)), np.maximum.reduce(view, axis=(1, 3))
+    pending = ~(np.isfinite(lo).all(axis=1) & np.isfinite(hi).all(axis=1))
+    if raw.dtype.kind == "f" and raw.dtype.itemsize > 2:
+        pending |= (lo.min(axis=1) <= -FLOAT16_INF) | (hi.max(axis=1) >= FLOAT16_INF)
+    if constant_samples and sum(n > 1 for n in sample) >= 2:
+        pending |= lo.min(axis=1) == hi.max(axis=1)
+    settled = np.flatnonzero(~pending)
+    if settled.size:
+        _role_statistics(batch, ctx, view, lo, hi, settled)
+    return np.flatnonzero(pending).tolist()
+
+
 def _samples_first(view: np.ndarray[Any, Any]) -> bool:
     """Whether to reduce (k, samples, channels, rest) along the samples first: elementwise over whole samples,
     5-10x a reduction over both axes at once where the rest is short (the colours of H×W×C images)."""
@@ -102,9 +130,75 @@ def _statistics(
     hi: np.ndarray[Any, Any],
     which: np.ndarray[Any, Any],
 ) -> None:
+    """Every dataset ``which``'s statistics (``_moments``) into the partial."""
+    per, mean, m2, lo64, hi64 = _moments(view, lo, hi, which)
+    stats = ctx.partial.stats
+    count = [per] * view.shape[2]
+    columns = zip(which.tolist(), mean.tolist(), m2.tolist(), lo64.tolist(), hi64.tolist(), strict=True)
+    for i, mean_i, m2_i, lo_i, hi_i in columns:
+        meta = batch.metas[i]
+        entry = DatasetStats.model_construct(
+            path=printable(meta.path),
+            dataset=printable(meta.dataset),
+            dtype=meta.dtype,
+            shape=list(meta.shape),
+            channel_axis=meta.channel_axis,
+            count=list(count),
+            mean=mean_i,
+            m2=m2_i,
+            min=lo_i,
+            max=hi_i,
+            nan=0,
+            inf=0,
+            rows=None,
+        )
+        key = meta.stats_key
+        stats[key] = stats[key].merged(entry) if key in stats else entry
+
+
+def _role_statistics(
+    batch: NumericBatch,
+    ctx: ScanContext,
+    view: np.ndarray[Any, Any],
+    lo: np.ndarray[Any, Any],
+    hi: np.ndarray[Any, Any],
+    which: np.ndarray[Any, Any],
+) -> None:
+    """The datasets ``which`` (one sample each, of one role) folded into their role's statistics at once: each
+    dataset's moments (``_moments``), then combined (Chan's formula, equal counts)."""
+    per, mean, m2, lo64, hi64 = _moments(view, lo, hi, which)
+    m = len(which)
+    total = mean.mean(axis=0)
+    spread = per * ((mean - total) ** 2).sum(axis=0)
+    low, high = lo64.min(axis=0), hi64.max(axis=0)
+    meta = batch.metas[0]
+    entry = DatasetStats.model_construct(
+        path=printable(meta.path),
+        dataset=printable(meta.dataset),
+        dtype=meta.dtype,
+        shape=[1, *(meta.sample_shape or ())],
+        channel_axis=meta.channel_axis,
+        count=[per * m] * view.shape[2],
+        mean=np.where(low == high, low, total).tolist(),
+        m2=np.where(low == high, 0.0, m2.sum(axis=0) + spread).tolist(),
+        min=low.tolist(),
+        max=high.tolist(),
+        nan=0,
+        inf=0,
+        rows=m,
+    )
+    stats = ctx.partial.stats
+    key = meta.stats_key
+    stats[key] = stats[key].merged(entry) if key in stats else entry
+
+
+def _moments(
+    view: np.ndarray[Any, Any], lo: np.ndarray[Any, Any], hi: np.ndarray[Any, Any], which: np.ndarray[Any, Any]
+) -> tuple[int, np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """``Moments`` of one block then ``to_stats``, for the datasets ``which`` of ``view`` (k, samples, channels,
-    rest) at once: plain sums where well conditioned, sums shifted by the first sample where not, and a constant
-    channel as its value. (The sums run over every dataset of the stack, a copy of the others would cost more.)"""
+    rest) at once: values per channel, and per dataset and channel the mean, M2, min and max. Plain sums where
+    well conditioned, sums shifted by the first sample where not, and a constant channel as its value. (The sums
+    run over every dataset of the stack, a copy of the others would cost more.)"""
     k, n, _, r = view.shape
     per = n * r
     if r == 1:  # N x F tables: a column summed row after row, in float32 only over a few rows
@@ -139,25 +233,4 @@ def _statistics(
         mean[some] = np.where(sel, ref + t1 / per, mean[some])
         m2[some] = np.where(sel, np.maximum(0.0, t2 - t1 * t1 / per), m2[some])
     m2 = np.where(lo64 == hi64, 0.0, m2)
-    stats = ctx.partial.stats
-    count = [per] * view.shape[2]
-    columns = zip(which.tolist(), mean.tolist(), m2.tolist(), lo64.tolist(), hi64.tolist(), strict=True)
-    for i, mean_i, m2_i, lo_i, hi_i in columns:
-        meta = batch.metas[i]
-        entry = DatasetStats.model_construct(
-            path=printable(meta.path),
-            dataset=printable(meta.dataset),
-            dtype=meta.dtype,
-            shape=list(meta.shape),
-            channel_axis=meta.channel_axis,
-            count=list(count),
-            mean=mean_i,
-            m2=m2_i,
-            min=lo_i,
-            max=hi_i,
-            nan=0,
-            inf=0,
-            rows=None,
-        )
-        key = meta.stats_key
-        stats[key] = stats[key].merged(entry) if key in stats else entry
+    return per, mean, m2, lo64, hi64

@@ -171,7 +171,7 @@ class Moments:
             path=m.path,
             dataset=m.dataset,
             dtype=m.dtype,
-            shape=list(m.shape),
+            shape=list(m.shape) if m.sample_shape is None else [1, *m.sample_shape],
             channel_axis=m.channel_axis,
             count=(self.n + self.tn).tolist(),
             mean=np.where(seen, mean, 0.0).tolist(),
@@ -180,7 +180,7 @@ class Moments:
             max=np.where(seen, self.hi, 0.0).tolist(),
             nan=self.nan,
             inf=self.inf,
-            rows=self.rows if m.rows_from_blocks else None,
+            rows=self.rows if m.rows_from_blocks or m.sample_shape is not None else None,
         )
 
 
@@ -209,11 +209,16 @@ def _summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary
         acc = moments[meta.stats_key] = Moments(meta)
     if meta.rows_from_blocks:
         acc.rows += len(block.data)
+    one = meta.sample_shape is not None  # the dataset is one sample: its values viewed as (1, *shape)
+    if one and not any(block.offset):
+        acc.rows += 1
     values = _as_float(block.data)
-    view = _channel_view(values, meta)
+    view = _channel_view(values[None] if one else values, meta)
     if view.size == 0:
         return BlockSummary(True, 0.0, 0.0, values)
     axis = meta.channel_axis
+    if axis is not None and one:
+        axis -= 1
     first = block.offset[axis] if axis is not None and len(block.offset) > axis else 0
     sl = slice(first, first + view.shape[1])
     flat = view.reshape(view.shape[0], view.shape[1]) if view.shape[2] == 1 else None

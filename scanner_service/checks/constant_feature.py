@@ -13,7 +13,9 @@ CHECK = Check(
     severity=Severity.WARNING,
     summary=(
         "Finds features (columns of N×F data, channels of N×C×… data, or a whole 1-D dataset) whose "
-        "value never changes across samples. Data with more than 65,536 features is judged as a whole."
+        "value never changes across samples. Data with more than 65,536 features is judged as a whole. HDF5 "
+        "datasets that are one sample each (one group per sample: /sample_*/image) are judged together: a channel "
+        "(the last axis of H×W×C images, each element of a vector) constant across every sample."
     ),
     why=(
         "Standardisation divides by the standard deviation: for a constant feature that is 0/0 = NaN "

@@ -42,6 +42,8 @@ from ..text import printable
 from .base import Plan, Shard, Source, SourceInfo, pack_segments, segment_shard
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
+from .hdf5_roles import SHOWN as ROLES_SHOWN
+from .hdf5_roles import Role, find_roles, role_meta, roles_text
 from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
 from .naming import LABEL_NAMES, is_label_name, split_of
 from .walk import LINK_OUT, UNLISTABLE, Outside
@@ -228,6 +230,7 @@ class _FilePlan:
     offsets: dict[str, int]
     unwritten: list[str]
     coordinates: list[str]
+    roles: list[str]
 
 
 @dataclass(slots=True)
@@ -243,6 +246,8 @@ class _Dataset:
     field: str | None = None
     small: dict[str, Any] | None = None
     """How a worker reads it as a small dataset (``hdf5_small``), None for the general reader."""
+    role: Role | None = None
+    """The role of a dataset that is one sample (one group per sample: ``hdf5_roles``)."""
 
     @property
     def rows(self) -> int:
@@ -546,6 +551,7 @@ class Hdf5Source(Source):
         self._matlab: list[str] = []
         self._unwritten: list[str] = []
         self._coordinates: list[str] = []
+        self._roles: list[str] = []
         files = self.list_files(partial)
         segments: list[dict[str, Any]] = []
         total_bytes = total_items = 0
@@ -597,6 +603,16 @@ class Hdf5Source(Source):
                 f"the data beside {'them' if count > 1 else 'it'}, not as labels: {shown}{more}. Name labels with "
                 "--labels to check them as labels"
             )
+        if self._roles:
+            count = len(self._roles)
+            more = f" and {count - ROLES_SHOWN} more" if count > ROLES_SHOWN else ""
+            shown = ", ".join(self._roles[:ROLES_SHOWN]) + more
+            partial.info["hdf5.per_sample"] = (
+                f"datasets read as one sample each (one group per sample, or numbered datasets of one group): {shown}. "
+                "Each such dataset is one sample of its role: constant-sample judges the whole dataset, "
+                "constant-feature a channel (the last axis of H×W×C images, each element of vectors) across every "
+                "sample of the role, and the statistics are the role's"
+            )
         shards = self._pack(segments)
         info = SourceInfo(
             kind=self.kind,
@@ -618,17 +634,18 @@ class Hdf5Source(Source):
         def plan_one(i: int) -> _FilePlan:
             path, line = files[i]
             self._unscanned, self._text_labels, self._matlab, self._unwritten = [], [], [], []
-            self._coordinates = []
+            self._coordinates, self._roles = [], []
             part = Partial(cap=self.config.max_locations)
             found = self._plan_file(path, self.relative(path), line, part, offsets)
             notes = (self._unscanned, self._text_labels, self._matlab)
-            return _FilePlan(found, part, *notes, dict(offsets), self._unwritten, self._coordinates)
+            return _FilePlan(found, part, *notes, dict(offsets), self._unwritten, self._coordinates, self._roles)
 
         unscanned: list[str] = []
         text_labels: list[str] = []
         matlab: list[str] = []
         unwritten: list[str] = []
         coords: list[str] = []
+        roles: list[str] = []
         parts: list[Partial] = []
         for i, done in each(len(files), plan_one):
             if isinstance(done, Died):
@@ -645,10 +662,11 @@ class Hdf5Source(Source):
             matlab += done.matlab
             unwritten += done.unwritten
             coords += done.coordinates
+            roles += done.roles
             offsets.clear()  # the label streams' next offsets, as the child left them (a new child goes on)
             offsets.update(done.offsets)
         self._unscanned, self._text_labels, self._matlab, self._unwritten = unscanned, text_labels, matlab, unwritten
-        self._coordinates = coords
+        self._coordinates, self._roles = coords, roles
         return parts
 
     def _plan_file(
@@ -678,11 +696,17 @@ class Hdf5Source(Source):
         except (OSError, RuntimeError, ValueError, KeyError) as exc:
             partial.add("S001", where.model_copy(update={"detail": f"not a readable HDF5 file: {exc}"}))
             return []
-        self._check_lengths(datasets, rel, line, partial)
+        roles = find_roles(datasets, self.config.labels)
+        for ds in datasets:
+            ds.role = roles.get(ds.name)
+            if ds.role is not None:
+                ds.is_label = ds.role.labels
+        self._roles.extend(roles_text(rel, roles))
+        self._check_lengths([d for d in datasets if d.role is None], rel, line, partial)
         segments: list[dict[str, Any]] = []
         for ds in datasets:
             if ds.is_label:
-                stream = ds.name
+                stream = ds.name if ds.role is None else ds.role.name
                 tally = label_tally(partial, stream, ds.dtype.kind, self.config.run_threshold)
                 tally.path = rel
                 start = stream_offsets.get(stream, 0)
@@ -1031,6 +1055,7 @@ class Hdf5Source(Source):
                     **({"field": ds.field} if ds.field is not None else {}),
                     **({"chunk_rows": step} if step > 1 else {}),
                     **({"small": ds.small} if ds.small is not None else {}),
+                    **({"role": ds.role.spec()} if ds.role is not None else {}),
                 }
             )
         return out
@@ -1147,6 +1172,8 @@ class _SegmentReader:
         self.raw = aligned_buffer(0)
         """The stored (compressed) bytes of the chunk being decoded."""
         axis, channels = channel_layout(self.shape, channels_last=True)
+        self.role: dict[str, Any] | None = seg.get("role")
+        missing = declared_missing(self.ds, self.dtype) if self.field is None else ()
         self.meta = DatasetMeta(
             stats_key=f"{self.rel}::{self.name}",
             path=self.rel,
@@ -1155,8 +1182,10 @@ class _SegmentReader:
             shape=self.shape,
             channel_axis=axis,
             channels=channels,
-            missing=declared_missing(self.ds, self.dtype) if self.field is None else (),
+            missing=missing,
         )
+        if self.role is not None:  # one sample of a role: the role's statistics, its channels
+            self.meta = role_meta(self.rel, self.role, str(self.dtype), self.shape if self.ds.shape else (), missing)
 
     def locate(self, start: int) -> Any:
         rel, name, line = self.rel, self.name, self.seg["line"]
@@ -1185,6 +1214,9 @@ class _SegmentReader:
             return
         if self.ds.dtype.kind == "c":
             yield from self._sliced_blocks(lambda key: np.ascontiguousarray(self.ds[key]).view(self.dtype))
+            return
+        if self.role is not None:  # one sample: read whole, in one block (V005 judges it whole)
+            yield from self._h5py_blocks()
             return
         plist = self.ds.id.get_create_plist()
         layout = plist.get_layout()
@@ -1217,6 +1249,8 @@ class _SegmentReader:
         )
 
     def _row_step(self) -> int:
+        if self.role is not None:
+            return max(1, self.shape[0])
         step = self.ds.chunks[0] if self.ds.chunks else 1
         rows = max(1, self.block_bytes // max(1, self.row_bytes))
         return max(step, rows // step * step)
@@ -1606,6 +1640,8 @@ class _SegmentReader:
         source = self.ds if self.field is None else self.ds.fields(self.field)  # a table's label column
 
         def rows(a: int, b: int) -> np.ndarray[Any, Any]:
+            if not self.ds.shape:  # one label (one group per sample): a scalar
+                return np.asarray(source[()]).reshape(1)
             return np.asarray(source[a:b]).reshape(b - a)
 
         for r in range(start, stop, step):
@@ -1621,7 +1657,7 @@ class _SegmentReader:
         if values.dtype.kind == "b":
             values = values.astype(np.uint8)  # False and True are classes 0 and 1
         return LabelBlock(
-            stream=self.name,
+            stream=self.name if self.role is None else self.role["name"],
             labels=values,
             global_start=self.seg["stream_start"] + (r - self.seg["start"]),
             locate=self.locate(r),

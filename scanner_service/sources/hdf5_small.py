@@ -19,9 +19,10 @@ import h5py
 import numpy as np
 
 from ..buffers import ALIGN, aligned_buffer
-from ..items import DatasetMeta, Locate, NumericBatch
+from ..items import DatasetMeta, LabelBlock, Locate, NumericBatch
 from ..location import Location
 from ..statistics import channel_layout
+from .hdf5_roles import role_meta
 
 SMALL_BYTES = 1 << 20
 """Datasets up to this size are planned as small: read whole, many at a time."""
@@ -71,16 +72,18 @@ def read_small(
     """The datasets of ``segments`` (small, of one file) as ``NumericBatch`` items; ``fallback(seg)`` reads a
     dataset this way cannot. Each dataset is read straight into its place in the stack of its type and shape
     (in ``scratch``): datasets that follow each other in the file with one ``preadv`` into their places."""
-    groups: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
-    for seg in segments:
+    groups: dict[tuple[str, tuple[int, ...], str], list[dict[str, Any]]] = {}
+    for seg in segments:  # stacks of one type, shape and role (labels of one group per sample apart)
         small = seg["small"]
-        groups.setdefault((small["dtype"], tuple(small["shape"]) or (1,)), []).append(seg)
+        role = seg.get("role")
+        key = (small["dtype"], tuple(small["shape"]) or (1,), "" if role is None else role["name"])
+        groups.setdefault(key, []).append(seg)
     failed: list[dict[str, Any]] = []
     places: list[tuple[int, memoryview, dict[str, Any], list[bool], int]] = []  # (at, place, seg, ok, index)
     stacks = []
-    sizes = [len(members) * math.prod(shape) * np.dtype(dtype).itemsize for (dtype, shape), members in groups.items()]
+    sizes = [len(group) * math.prod(shape) * np.dtype(dtype).itemsize for (dtype, shape, _), group in groups.items()]
     memory, used = scratch.take(sum(-(-n // ALIGN) * ALIGN for n in sizes)), 0
-    for ((dtype, shape), members), size in zip(groups.items(), sizes, strict=True):
+    for ((dtype, shape, _), members), size in zip(groups.items(), sizes, strict=True):
         stack = np.frombuffer(memory[used : used + size], dtype).reshape(len(members), *shape)
         used += -(-size // ALIGN) * ALIGN  # every stack page aligned: fast copies in
         ok = [True] * len(members)
@@ -123,10 +126,38 @@ def read_small(
             failed.extend(seg for seg, good in zip(members, ok, strict=True) if not good)
             keep = [j for j, good in enumerate(ok) if good]
             stack, members = stack[keep], [members[j] for j in keep]
-        if members:
+        if members and members[0]["labels"]:
+            yield from _label_blocks(stack, members)
+        elif members:
             yield _batch(stack, members)
     for seg in failed:
         yield from fallback(seg)
+
+
+def _label_blocks(stack: np.ndarray[Any, Any], members: list[dict[str, Any]]) -> Iterator[LabelBlock]:
+    """The labels of one group per sample (a scalar ``label`` in every group), as blocks of consecutive
+    positions of their stream; ``locate(i)`` names the dataset of the i-th."""
+    values = stack.reshape(len(members))
+    if values.dtype.kind == "b":
+        values = values.astype(np.uint8)  # False and True are classes 0 and 1
+    a = 0
+    for b in range(1, len(members) + 1):
+        if b < len(members) and members[b]["stream_start"] == members[b - 1]["stream_start"] + 1:
+            continue
+        run = members[a:b]
+
+        def at(i: int, run: list[dict[str, Any]] = run) -> Location:
+            return Location(path=run[i]["file"], line=run[i]["line"], dataset=run[i]["dataset"])
+
+        yield LabelBlock(
+            stream=run[0]["role"]["name"],
+            labels=values[a:b].copy(),
+            global_start=run[0]["stream_start"],
+            locate=at,
+            items=b - a,
+            nbytes=int(values[a:b].nbytes),
+        )
+        a = b
 
 
 def _batch(stack: np.ndarray[Any, Any], members: list[dict[str, Any]]) -> NumericBatch:
@@ -138,6 +169,11 @@ def _batch(stack: np.ndarray[Any, Any], members: list[dict[str, Any]]) -> Numeri
     locates: list[Locate] = []
     for seg in members:
         rel, name = seg["file"], seg["dataset"]
+        locates.append(_locate(rel, seg["line"], name, not seg["small"]["shape"]))
+        role = seg.get("role")
+        if role is not None:  # one sample of a role
+            metas.append(role_meta(rel, role, dtype, tuple(seg["small"]["shape"])))
+            continue
         metas.append(
             DatasetMeta(
                 stats_key=f"{rel}::{name}",
@@ -149,7 +185,6 @@ def _batch(stack: np.ndarray[Any, Any], members: list[dict[str, Any]]) -> Numeri
                 channels=channels,
             )
         )
-        locates.append(_locate(rel, seg["line"], name, not seg["small"]["shape"]))
     return NumericBatch(metas=metas, data=stack, locates=locates, items=len(members) * shape[0], nbytes=stack.nbytes)
 
 

@@ -21,7 +21,8 @@ import importlib
 import itertools
 import math
 import os
-from collections.abc import Iterator
+import shlex
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from .base import Plan, Shard, Source, SourceInfo, pack_segments, segment_shard
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
 from .hdf5_roles import SHOWN as ROLES_SHOWN
-from .hdf5_roles import Role, find_roles, role_meta, roles_text
+from .hdf5_roles import Gap, Role, find_roles, member_gaps, role_meta, roles_text
 from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
 from .naming import LABEL_NAMES, is_label_name, split_of
 from .walk import LINK_OUT, UNLISTABLE, Outside
@@ -435,6 +436,25 @@ BISECT_READS = 8192
 to the row; a range bad throughout is reported in coarser pieces once they are spent."""
 
 
+def _lacks(fh: h5py.File, gap: Gap) -> bool:
+    """Whether the group of ``gap`` holds no object of the member's name at all (the walk lists no dataset it
+    does not scan: text, empty or filtered ones); a group it cannot look into lacks nothing."""
+    try:
+        group = fh.get(h5_key(gap.group))
+        return isinstance(group, h5py.Group) and h5_key(gap.member) not in group
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _gap_location(gap: Gap) -> dict[str, Any]:
+    """The location fields of a sample group without a member: at the group, naming the member."""
+    holds = f"{gap.holding:,} of the {gap.groups:,} sample groups of {gap.parent} hold one ({gap.role.name})"
+    detail = f"no {gap.member} in this group, though {holds}: group['{gap.member}'] raises KeyError here"
+    if gap.role.labels:
+        detail += f", and the label stream {gap.role.name} has no label for this sample"
+    return {"dataset": gap.group, "detail": detail}
+
+
 def _chunk_label(offset: tuple[int, ...], chunks: tuple[int, ...]) -> str:
     return ",".join(str(o // c) for o, c in zip(offset, chunks, strict=True))
 
@@ -493,6 +513,16 @@ class _TolerantWalk:
                 self.lost.append(where.model_copy(update={"detail": f"this dataset cannot be described: {exc}"}))
 
 
+def numpy_note(arrays: list[str], relative: Callable[[Path], str]) -> str:
+    """The note naming the NumPy files of an HDF5 folder: a dataset of their own, and how to scan one."""
+    n = len(arrays)
+    shown = ", ".join(printable(relative(Path(p))) for p in arrays[:UNSCANNED_SHOWN])
+    more = f" and {n - UNSCANNED_SHOWN} more" if n > UNSCANNED_SHOWN else ""
+    own = "a NumPy dataset of its own: scan it" if n == 1 else "NumPy datasets of their own: scan each"
+    command = shlex.quote(printable(Path(arrays[0]).as_posix()))
+    return f"{n} NumPy file{'s' if n > 1 else ''}, not scanned: {shown}{more} ({own} with dscan scan {command})"
+
+
 NOT_REGULAR = "not a regular file (a named pipe, socket or device): not read"
 
 
@@ -523,10 +553,15 @@ class Hdf5Source(Source):
                 partial.add("S001", Location(path=self.relative(Path(path)), detail=what))
             else:
                 other.append(f"{self.relative(Path(path))} ({what})")
+        notes: list[str] = []
         if other:
             shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
             count = f"{len(other)} file{'s' if len(other) > 1 else ''}"
-            partial.info["hdf5.other_formats"] = f"{count} of a version that is no HDF5, not scanned: {shown}"
+            notes.append(f"{count} of a version that is no HDF5, not scanned: {shown}")
+        if contents.arrays:
+            notes.append(numpy_note(sorted(contents.arrays, key=lambda p: Path(p).parts), self.relative))
+        if notes:
+            partial.info["hdf5.other_formats"] = "; ".join(notes)
         images = len(contents.images)
         if images:
             partial.info["hdf5.images_not_scanned"] = (
@@ -693,10 +728,13 @@ class Hdf5Source(Source):
                 self._coordinates.extend(coordinates(fh, datasets, rel, self.config.labels))
                 if fh.userblock_size and is_matlab(path):
                     self._matlab.append(rel)
+                roles = find_roles(datasets, self.config.labels)
+                gaps = [gap for gap in member_gaps(datasets, roles) if _lacks(fh, gap)]
         except (OSError, RuntimeError, ValueError, KeyError) as exc:
             partial.add("S001", where.model_copy(update={"detail": f"not a readable HDF5 file: {exc}"}))
             return []
-        roles = find_roles(datasets, self.config.labels)
+        for gap in gaps:
+            partial.add("L001" if gap.role.labels else "S007", where.model_copy(update=_gap_location(gap)))
         for ds in datasets:
             ds.role = roles.get(ds.name)
             if ds.role is not None:

@@ -18,6 +18,8 @@ MAYBE_SUFFIXES = frozenset({".nc", ".nc4", ".netcdf", ".cdf", ".mat"})
 """Formats whose files are HDF5 in one version and not in another (netCDF-4 / netCDF-3, MATLAB v7.3 / v5): in a
 folder, such a file is HDF5 when it carries HDF5's signature."""
 LIST_SUFFIXES = frozenset({".txt", ".list", ".lst"})
+NUMPY_SUFFIXES = frozenset({".npy", ".npz"})
+"""NumPy files: in an HDF5 folder, a dataset of their own (a mean image, statistics), named in a note."""
 SNIFF_LINES = 50
 """Lines of a list file read to tell an HDF5Data list from other lists."""
 
@@ -58,6 +60,8 @@ class FolderContents:
     """Folders below it that cannot be listed."""
     other_versions: list[str] = field(default_factory=list)
     """netCDF and MATLAB files without HDF5's signature: another version of the format, or damaged."""
+    arrays: list[str] = field(default_factory=list)
+    """NumPy ``.npy`` files and ``.npz`` archives (the HDF5 source does not read them)."""
 
     @property
     def hdf5(self) -> list[str]:
@@ -77,6 +81,8 @@ def folder_contents(folder: Path, outside: Outside | None = None) -> FolderConte
             contents.named.append(path)
         elif suffix in MAYBE_SUFFIXES:
             (contents.maybe if has_signature(Path(path)) else contents.other_versions).append(path)
+        elif suffix in NUMPY_SUFFIXES:
+            contents.arrays.append(path)
     return contents
 
 

@@ -18,6 +18,12 @@ Detection is conservative (planning only, no data read):
   (ten ``batch_NN`` datasets of 1,000 rows each are batches of samples, not samples).
 
 A file of a few unrelated datasets, or a group of N×… datasets beside their labels, keeps its usual reading.
+
+A sample group that lacks a member its siblings hold (``/sample_000007`` without ``label``: a loader's
+``f['sample_000007']['label']`` raises KeyError mid-epoch) is a gap (``member_gaps``): a member of a grouped role is
+missing from a sample group of its parent (a group holding a dataset of any grouped role there) when at least
+``MEMBER_PERCENT`` % of those groups hold it. An optional member (``/sample_*/notes`` in a few groups) is missing
+from none.
 """
 
 from __future__ import annotations
@@ -42,6 +48,9 @@ of any of them)."""
 ROLE_MAX_BYTES = 64 << 20
 """A dataset larger than this is no sample: a role of such datasets is not made (its datasets are read as usual)."""
 SHOWN = 5
+MEMBER_PERCENT = 90
+"""A member of grouped roles held by at least this percentage of the sample groups of its parent is missing from
+the others (below it, it is optional: notes, extra views of some samples)."""
 
 _DIGITS = re.compile(r"\d+")
 
@@ -70,6 +79,8 @@ class Role:
     channels: int
     members: int
     labels: bool
+    grouped: bool = False
+    """One dataset of each of sibling groups (``/sample_*/image``), not numbered datasets of one group."""
 
     def spec(self) -> dict[str, Any]:
         """As a segment carries it to the workers."""
@@ -119,12 +130,14 @@ def _image_sizes(shape: tuple[int, ...]) -> bool:
     return len(shape) == 3 and shape[2] in IMAGE_CHANNELS
 
 
-def _role(name: str, shape: tuple[int, ...], members: list[Described], labels_option: str | None) -> Role:
+def _role(
+    name: str, shape: tuple[int, ...], members: list[Described], labels_option: str | None, grouped: bool
+) -> Role:
     labels = all(m.shape in ((), (1,)) and m.dtype.kind in "fiub" for m in members) and all(
         is_label_name(m.name, labels_option) for m in members
     )
     axis, channels = sample_channels(shape)  # (an axis that varies holds no channels: -1 is none of theirs)
-    return Role(name, shape, axis, channels, len(members), labels)
+    return Role(name, shape, axis, channels, len(members), labels, grouped)
 
 
 def _pattern(names: list[str]) -> str:
@@ -162,7 +175,8 @@ def find_roles(datasets: Sequence[Described], labels_option: str | None) -> dict
             continue
         groups = [_parent(m.name)[0] for m in members]
         samples.update(groups)
-        role = _role(f"{parent}/{_pattern([_parent(g)[1] for g in groups])}/{leaf}", shape, members, labels_option)
+        name = f"{parent}/{_pattern([_parent(g)[1] for g in groups])}/{leaf}"
+        role = _role(name, shape, members, labels_option, grouped=True)
         found.update((m.name, role) for m in members)
     for leaf, members in weak:  # masks of varying size beside images: known samples only
         groups = [_parent(m.name)[0] for m in members]
@@ -170,7 +184,7 @@ def find_roles(datasets: Sequence[Described], labels_option: str | None) -> dict
             continue
         shape = _shared_shape(members) or ()
         name = f"{_parent(groups[0])[0]}/{_pattern([_parent(g)[1] for g in groups])}/{leaf}"
-        role = _role(name, shape, members, labels_option)
+        role = _role(name, shape, members, labels_option, grouped=True)
         found.update((m.name, role) for m in members)
     # flat: /group/<numbered leaf>
     numbered: dict[tuple[str, str], list[Described]] = {}
@@ -185,9 +199,57 @@ def find_roles(datasets: Sequence[Described], labels_option: str | None) -> dict
             continue
         if -1 in shape and not _image_sizes(shape):
             continue
-        role = _role(f"{group}/{pattern}", shape, members, labels_option)
+        role = _role(f"{group}/{pattern}", shape, members, labels_option, grouped=False)
         found.update((m.name, role) for m in members)
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """A sample group without a member most sample groups of its parent hold."""
+
+    group: str
+    """The group's path (``/sample_000007``)."""
+    member: str
+    """The member it lacks (``label``)."""
+    role: Role
+    """The role of that member in the groups that hold it."""
+    holding: int
+    """Sample groups of the parent that hold the member."""
+    groups: int
+    """Sample groups of the parent."""
+
+    @property
+    def parent(self) -> str:
+        return _parent(self.group)[0] or "/"
+
+
+def member_gaps(datasets: Sequence[Described], roles: dict[str, Role]) -> list[Gap]:
+    """The sample groups that lack a member of a grouped role held by at least ``MEMBER_PERCENT`` % of the sample
+    groups of its parent (the groups there holding a dataset of any grouped role), in path order. A group holding
+    a dataset of the member's name that is of no role (another type, a string) does not lack it; nor may one
+    whose dataset of that name the walk did not list (the caller looks in the file)."""
+    sample_groups: dict[str, set[str]] = {}
+    members: dict[tuple[str, str], Role] = {}
+    for name, role in roles.items():
+        if not role.grouped:
+            continue
+        group, leaf = _parent(name)
+        parent = _parent(group)[0]
+        sample_groups.setdefault(parent, set()).add(group)
+        members[(parent, leaf)] = role
+    held: dict[str, set[str]] = {}
+    for d in datasets:
+        group, leaf = _parent(d.name)
+        held.setdefault(group, set()).add(leaf)
+    gaps: list[Gap] = []
+    for (parent, leaf), role in members.items():
+        groups = sample_groups[parent]
+        lacking = [g for g in groups if leaf not in held.get(g, set())]
+        holding = len(groups) - len(lacking)
+        if lacking and holding * 100 >= MEMBER_PERCENT * len(groups):
+            gaps.extend(Gap(g, leaf, role, holding, len(groups)) for g in lacking)
+    return sorted(gaps, key=lambda gap: (gap.group, gap.member))
 
 
 def role_meta(

@@ -75,7 +75,8 @@ class NumericBatch:
 
 @dataclass(slots=True)
 class LabelBlock:
-    """Consecutive class labels of a label stream, ``global_start`` being the first one's position."""
+    """Consecutive class labels of a label stream (class ids, or rows of a one-hot array), ``global_start``
+    being the first one's position."""
 
     kind: ClassVar[str] = "labels"
     stream: str
@@ -84,6 +85,8 @@ class LabelBlock:
     locate: Locate
     items: int = 0
     nbytes: int = 0
+    onehot: bool = False
+    """``labels`` is N×K rows of 0/1 values (one-hot or multi-hot), not N class ids."""
 
 
 @dataclass(slots=True)

@@ -15,16 +15,159 @@ from typing import Any
 import numpy as np
 
 from .items import LabelBlock
-from .partial import LabelRun, LabelTally, Partial
+from .location import Location
+from .partial import FindingTally, LabelRun, LabelTally, OneHotTally, Partial
 
 MAX_DISTINCT_LABELS = 1_000_000
 
 
-def label_tally(partial: Partial, stream: str, dtype_kind: str, run_threshold: int) -> LabelTally:
+def label_tally(
+    partial: Partial, stream: str, dtype_kind: str, run_threshold: int, width: int | None = None
+) -> LabelTally:
+    """The tally of a label stream; ``width`` K for an N×K array of 0/1 labels (one-hot or multi-hot)."""
     tally = partial.labels.get(stream)
     if tally is None:
         tally = partial.labels[stream] = LabelTally(dtype_kind=dtype_kind, run_threshold=run_threshold)
+    if width is not None and tally.onehot is None:
+        tally.onehot = OneHotTally(width=width)
     return tally
+
+
+def is_onehot_shape(shape: tuple[int, ...]) -> bool:
+    """An N×K array (K ≥ 2) named like labels is read as rows of 0/1 labels (one-hot, multi-hot)."""
+    return len(shape) == 2 and shape[1] >= 2
+
+
+ONEHOT_MIN_BINARY = 0.9
+"""Share of the finite rows that must be all 0/1 for an N×K array to be labels at all (else: targets, scores)."""
+MULTIHOT_MIN_SEVERAL = 0.1
+"""Share of the 0/1 rows that must set several classes for the array to be multi-hot rather than one-hot."""
+SOFT_MIN = 0.5
+"""Share of the finite rows that must be soft (in [0, 1], summing to 1, not all 0/1) for soft labels."""
+SOFT_TOLERANCE = 1e-3
+
+
+def onehot_mode(onehot: OneHotTally) -> str | None:
+    """What an N×K label array is, from its merged row counts: "onehot", "multihot", "soft", or None (no
+    labels: values other than 0/1, or no finite row)."""
+    finite = onehot.one + onehot.zero + onehot.several + onehot.soft + onehot.other
+    binary = onehot.one + onehot.zero + onehot.several
+    if finite == 0:
+        return None
+    if onehot.soft > SOFT_MIN * finite:
+        return "soft"
+    if binary < ONEHOT_MIN_BINARY * finite:
+        return None
+    return "multihot" if onehot.several >= MULTIHOT_MIN_SEVERAL * binary else "onehot"
+
+
+def class_counts(tally: LabelTally, num_classes: int | None) -> tuple[dict[int, int], int]:
+    """Samples per class, and samples: a class id's count, or for multi-hot labels the rows that set the
+    class among the rows of 0/1 values (a row counts in every class it sets)."""
+    oh = tally.onehot
+    if oh is not None and onehot_mode(oh) == "multihot":
+        counts = {c: n for c, n in oh.positives.items() if num_classes is None or c < num_classes}
+        return counts, oh.one + oh.zero + oh.several
+    return tally.histogram, sum(tally.histogram.values())
+
+
+def _value_text(v: Any) -> str:
+    f = float(v)
+    return str(int(f)) if f.is_integer() else str(v)
+
+
+def _onehot_detail(row: np.ndarray[Any, Any], kind: str, num_classes: int | None) -> str:
+    set_cols = np.flatnonzero(row == 1)
+    if kind == "zero":
+        return "one-hot row with no 1 (all zeros)"
+    if kind == "several":
+        shown = ", ".join(str(c) for c in set_cols[:5].tolist()) + (" ..." if set_cols.size > 5 else "")
+        return f"{set_cols.size} classes set in a one-hot row (columns {shown})"
+    if kind == "beyond":
+        col = int(set_cols[set_cols >= (num_classes or 0)][0])
+        return f"a 1 in column {col} ≥ num_classes {num_classes}"
+    bad = np.flatnonzero((row != 0) & (row != 1))
+    col = int(bad[0])
+    value = row[col]
+    more = f" and {bad.size - 1} more" if bad.size > 1 else ""
+    if float(value) < 0:
+        return f"negative value {_value_text(value)} in a row of 0/1 labels (column {col}{more})"
+    return f"value {_value_text(value)} in a row of 0/1 labels (column {col}{more}): labels are 0 or 1"
+
+
+def _sample(
+    where: FindingTally,
+    block: LabelBlock,
+    rows: np.ndarray[Any, Any],
+    mask: np.ndarray[Any, Any],
+    kind: str,
+    num_classes: int | None,
+    cap: int,
+) -> FindingTally:
+    idx = np.flatnonzero(mask)
+    if not idx.size:
+        return where
+    locs: list[Location] = [
+        block.locate(int(i)).model_copy(update={"detail": _onehot_detail(rows[i], kind, num_classes)})
+        for i in idx[:cap]
+    ]
+    return where.merged(FindingTally(count=int(idx.size), values=int(idx.size), locations=locs), cap)
+
+
+def tally_onehot(
+    block: LabelBlock, partial: Partial, run_threshold: int, num_classes: int | None = None
+) -> np.ndarray[Any, Any]:
+    """Fold a block of N×K rows into its stream: rows counted by kind (the mode is decided on the merged
+    counts), the class of each one-hot row (its column of the 1) in the histogram and runs, per-class
+    positives for multi-hot labels, and the rows that may be invalid with their places. Returns the mask of
+    rows that are valid one-hot class ids."""
+    rows = block.labels
+    if rows.dtype.kind == "b":
+        rows = rows.view(np.uint8)
+    width = int(rows.shape[1])
+    tally = label_tally(partial, block.stream, "i", run_threshold, width)
+    oh = tally.onehot
+    assert oh is not None
+    tally.total += rows.shape[0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(rows).all(axis=1) if rows.dtype.kind == "f" else np.ones(rows.shape[0], bool)
+        is_one = rows == 1
+        binary = ((rows == 0) | is_one).all(axis=1)
+        ones = is_one.sum(axis=1)
+        soft = np.zeros(rows.shape[0], bool)
+        if rows.dtype.kind == "f":
+            total = rows.sum(axis=1, dtype=np.float64)
+            soft = finite & ~binary & ((rows >= 0) & (rows <= 1)).all(axis=1) & (abs(total - 1) <= SOFT_TOLERANCE)
+    one = binary & (ones == 1)
+    zero = binary & (ones == 0)
+    several = binary & (ones >= 2)
+    other = finite & ~binary
+    oh.one += int(one.sum())
+    oh.zero += int(zero.sum())
+    oh.several += int(several.sum())
+    oh.soft += int(soft.sum())
+    oh.other += int((other & ~soft).sum())
+    oh.nonfinite += int((~finite).sum())
+    positives = is_one[binary].sum(axis=0)
+    for c in np.flatnonzero(positives).tolist():
+        oh.positives[c] = oh.positives.get(c, 0) + int(positives[c])
+    ids = np.where(one, is_one.argmax(axis=1), -1).astype(np.int64)
+    ok: np.ndarray[Any, Any] = one.copy()
+    cap = partial.cap
+    if num_classes is not None and num_classes < width:
+        beyond = binary & is_one[:, num_classes:].any(axis=1)
+        ok &= ~beyond
+        oh.beyond_at = _sample(oh.beyond_at, block, rows, beyond, "beyond", num_classes, cap)
+    classes = ids[ok]
+    if classes.size:
+        found, counts = np.unique(classes, return_counts=True)
+        for label, n in zip(found.tolist(), counts.tolist(), strict=True):
+            tally.histogram[label] = tally.histogram.get(label, 0) + n
+    _add_runs(tally, block, ids, ok, run_threshold)
+    oh.zero_at = _sample(oh.zero_at, block, rows, zero, "zero", num_classes, cap)
+    oh.several_at = _sample(oh.several_at, block, rows, several, "several", num_classes, cap)
+    oh.other_at = _sample(oh.other_at, block, rows, other, "other", num_classes, cap)
+    return ok
 
 
 MAX_FLOAT_LABEL = float(1 << 53)
@@ -55,6 +198,8 @@ def tally_block(
 
     Fractional labels are counted here, whatever checks are enabled: whether the labels are classes at all
     depends on them."""
+    if block.onehot:
+        return tally_onehot(block, partial, run_threshold, num_classes)
     values = block.labels.reshape(-1)
     tally = label_tally(partial, block.stream, values.dtype.kind, run_threshold)
     tally.total += values.size
@@ -211,7 +356,10 @@ def smallest_batch(total: int, in_class: int, threshold: float) -> int | None:
 
 
 def is_classification(tally: LabelTally, num_classes: int | None) -> bool:
-    """Labels are class ids unless they are floats, mostly fractional, and no class count was given."""
+    """Labels are class ids unless they are floats, mostly fractional, and no class count was given. Rows of
+    0/1 labels are classes when they are one-hot or multi-hot (not soft labels, not values other than 0/1)."""
+    if tally.onehot is not None:
+        return onehot_mode(tally.onehot) in ("onehot", "multihot")
     if num_classes is not None or tally.classes or tally.dtype_kind in "iub":
         return True
     return tally.nonint * 2 <= tally.total
@@ -220,6 +368,8 @@ def is_classification(tally: LabelTally, num_classes: int | None) -> bool:
 def expected_classes(partial: Partial, stream: str, num_classes: int | None) -> list[str] | None:
     """Class names 0..K-1 when K is known (flag, config or the source's class list), else None."""
     tally = partial.labels[stream]
+    if num_classes is None and tally.onehot is not None:
+        num_classes = tally.onehot.width  # K columns, K classes
     if num_classes is not None:  # the source's names where it has them (K may differ from its class count)
         return [tally.classes[i] if i < len(tally.classes) else str(i) for i in range(num_classes)]
     return list(tally.classes) if tally.classes else None

@@ -145,6 +145,53 @@ class LabelRun(BaseModel):
     line: int | None = None
 
 
+class OneHotTally(BaseModel):
+    """The rows of an N×K label array, by kind: whether it is one-hot, multi-hot, soft or no labels is decided
+    on the merged counts (``labels.onehot_mode``), so the rows a kind makes invalid wait here with their places."""
+
+    width: int = 0
+    """K, the number of columns (classes)."""
+    one: int = 0
+    """Rows of 0/1 values with exactly one 1."""
+    zero: int = 0
+    """Rows of 0/1 values, all 0."""
+    several: int = 0
+    """Rows of 0/1 values with several 1s."""
+    soft: int = 0
+    """Rows of values in [0, 1] summing to 1, not all 0/1 (label smoothing, probabilities)."""
+    other: int = 0
+    """Rows of finite values of which one is neither 0 nor 1 (and not soft)."""
+    nonfinite: int = 0
+    """Rows holding NaN or Inf: the numeric checks report them."""
+    positives: dict[int, int] = Field(default_factory=dict)
+    """Per class, the rows of 0/1 values that have it set (multi-hot class counts)."""
+    zero_at: FindingTally = Field(default_factory=FindingTally)
+    several_at: FindingTally = Field(default_factory=FindingTally)
+    other_at: FindingTally = Field(default_factory=FindingTally)
+    """Rows of values other than 0/1, soft rows included (invalid where the stream is one-hot or multi-hot)."""
+    beyond_at: FindingTally = Field(default_factory=FindingTally)
+    """Rows with a 1 in a column ≥ --num-classes."""
+
+    def merged(self, other: OneHotTally, cap: int) -> OneHotTally:
+        pos = dict(self.positives)
+        for label, n in other.positives.items():
+            pos[label] = pos.get(label, 0) + n
+        return OneHotTally(
+            width=max(self.width, other.width),
+            one=self.one + other.one,
+            zero=self.zero + other.zero,
+            several=self.several + other.several,
+            soft=self.soft + other.soft,
+            other=self.other + other.other,
+            nonfinite=self.nonfinite + other.nonfinite,
+            positives=pos,
+            zero_at=self.zero_at.merged(other.zero_at, cap),
+            several_at=self.several_at.merged(other.several_at, cap),
+            other_at=self.other_at.merged(other.other_at, cap),
+            beyond_at=self.beyond_at.merged(other.beyond_at, cap),
+        )
+
+
 class LabelTally(BaseModel):
     """Class labels of one label stream (the labels of a dataset, in storage order)."""
 
@@ -159,11 +206,16 @@ class LabelTally(BaseModel):
     nonint_locations: FindingTally = Field(default_factory=FindingTally)
     runs: list[LabelRun] = Field(default_factory=list)
     run_threshold: int = 0
+    onehot: OneHotTally | None = None
+    """Rows of an N×K array of 0/1 labels (one-hot or multi-hot), None for a stream of class ids."""
 
     def merged(self, other: LabelTally, cap: int) -> LabelTally:
         hist = dict(self.histogram)
         for label, n in other.histogram.items():
             hist[label] = hist.get(label, 0) + n
+        onehot = self.onehot or other.onehot
+        if self.onehot is not None and other.onehot is not None:
+            onehot = self.onehot.merged(other.onehot, cap)
         return LabelTally(
             path=self.path if self.path != "." else other.path,
             dataset=self.dataset or other.dataset,
@@ -175,6 +227,7 @@ class LabelTally(BaseModel):
             nonint_locations=self.nonint_locations.merged(other.nonint_locations, cap),
             runs=coalesce_runs([*self.runs, *other.runs], max(self.run_threshold, other.run_threshold)),
             run_threshold=max(self.run_threshold, other.run_threshold),
+            onehot=onehot,
         )
 
 

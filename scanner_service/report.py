@@ -14,7 +14,15 @@ from pydantic import BaseModel, Field
 from . import __version__, checks
 from .config import ScanConfig
 from .engine import finalize
-from .labels import absent_probability, expected_classes, imbalance_ratio, is_classification, smallest_batch
+from .labels import (
+    absent_probability,
+    class_counts,
+    expected_classes,
+    imbalance_ratio,
+    is_classification,
+    onehot_mode,
+    smallest_batch,
+)
 from .location import Location
 from .partial import DatasetStats, Partial
 from .severity import FailOn, Severity
@@ -184,12 +192,12 @@ def _labels(partial: Partial, config: ScanConfig) -> list[LabelReport]:
     for stream, tally in sorted(partial.labels.items()):
         classes = is_classification(tally, config.num_classes)
         names = expected_classes(partial, stream, config.num_classes) if classes else None
-        total = sum(tally.histogram.values())
-        absent = [c for c in range(len(names)) if c not in tally.histogram] if names else []
-        ids = sorted(set(tally.histogram) | set(absent[:MISSING_LISTED])) if classes else []
+        counts, total = class_counts(tally, config.num_classes)  # multi-hot: rows that set each class
+        absent = [c for c in range(len(names)) if not counts.get(c)] if names else []
+        ids = sorted({c for c, n in counts.items() if n} | set(absent[:MISSING_LISTED])) if classes else []
         rows = []
         for label in ids:
-            n = tally.histogram.get(label, 0)
+            n = counts.get(label, 0)
             p = absent_probability(total, n, config.batch_size) if config.batch_size and total else None
             rows.append(
                 ClassRow(
@@ -212,15 +220,54 @@ def _labels(partial: Partial, config: ScanConfig) -> list[LabelReport]:
                 kind="classes" if classes else "continuous",
                 total=tally.total,
                 num_classes=len(names) if names else None,
-                distinct=len(tally.histogram),
+                distinct=len([n for n in counts.values() if n]),
                 missing=[r.label for r in rows if r.missing],
                 missing_count=len(absent),
-                imbalance_ratio=_round(imbalance_ratio(tally.histogram)) if classes else None,
+                imbalance_ratio=_round(imbalance_ratio(counts)) if classes else None,
                 batch_size=config.batch_size,
                 threshold=config.batch_absence_threshold,
                 histogram=rows,
             )
         )
+    return out
+
+
+ONEHOT_NOTE = "labels.onehot "
+"""Prefix of the report ``info`` note, one per N×K label array, that says how it was read."""
+
+
+def _onehot_notes(partial: Partial, config: ScanConfig) -> dict[str, str]:
+    """How each N×K label array was read (one-hot, multi-hot, soft labels, not labels): no silent skip."""
+    out = {}
+    for stream, tally in sorted(partial.labels.items()):
+        oh = tally.onehot
+        if oh is None:
+            continue
+        mode, k = onehot_mode(oh), oh.width
+        rows = f"{stream}: {tally.total:,} rows of {k} columns"
+        if mode == "onehot":
+            text = f"{rows}, one-hot labels: read as class ids (the column of each row's 1), {k} classes"
+        elif mode == "multihot":
+            text = (
+                f"{rows}, multi-hot labels ({oh.several:,} rows set several classes): each class counted by the rows "
+                "that set it for label-missing-class and label-batch-absence; rows with no class are no finding; "
+                "label-sorted-storage does not judge them"
+            )
+        elif mode == "soft":
+            text = (
+                f"{rows}, soft labels ({oh.soft:,} rows of probabilities summing to 1, label smoothing?): not one-hot, "
+                "no label check ran on them"
+            )
+        else:
+            text = f"{rows}, values other than 0 and 1: not read as labels, no label check ran on them"
+        if mode in ("onehot", "multihot") and config.num_classes is not None and config.num_classes != k:
+            text += f"; --num-classes {config.num_classes} differs from its {k} columns" + (
+                f": 1s in columns ≥ {config.num_classes} are label-invalid" if config.num_classes < k else ""
+            )
+        if oh.nonfinite:
+            rows_hold = "row holds" if oh.nonfinite == 1 else "rows hold"
+            text += f"; {oh.nonfinite:,} {rows_hold} NaN or Inf (reported by missing-value or inf-value)"
+        out[ONEHOT_NOTE + stream] = text
     return out
 
 
@@ -255,6 +302,7 @@ def build_report(source: SourceInfo, merged: Partial, config: ScanConfig, durati
     findings.sort(key=lambda f: (-f.severity.rank, f.code))
     passed = not any(fail_on.fails(f.severity) for f in findings)
     info = dict(final.info)
+    info.update(_onehot_notes(final, config))
     unused = [f"--{o}" for o, v in (("num-classes", config.num_classes), ("batch-size", config.batch_size)) if v]
     if unused and not final.labels:  # a gate that asked for label checks must not pass without a word
         info[NO_LABELS] = (

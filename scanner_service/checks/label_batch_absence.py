@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..context import ScanContext
-from ..labels import absent_exceeds, absent_probability, is_classification, smallest_batch
+from ..labels import absent_exceeds, absent_probability, class_counts, is_classification, smallest_batch
 from ..location import Location
 from ..severity import Severity
 from .base import Check
@@ -51,9 +51,9 @@ def finalize(ctx: ScanContext) -> None:
     for _stream, tally in sorted(ctx.partial.labels.items()):
         if not is_classification(tally, ctx.config.num_classes):
             continue
-        total = sum(tally.histogram.values())
+        counts, total = class_counts(tally, ctx.config.num_classes)  # multi-hot: rows that set the class
         rows = []
-        for label, n in sorted(tally.histogram.items()):
+        for label, n in sorted(counts.items()):
             if absent_exceeds(total, n, batch, threshold):
                 rows.append((label, n, absent_probability(total, n, batch)))
         locs = []

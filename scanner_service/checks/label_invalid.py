@@ -8,7 +8,7 @@ import numpy as np
 
 from ..context import ScanContext
 from ..items import LabelBlock
-from ..labels import is_classification
+from ..labels import is_classification, onehot_mode
 from ..partial import FindingTally
 from ..severity import Severity
 from .base import Check
@@ -17,11 +17,17 @@ CHECK = Check(
     code="L002",
     name="label-invalid",
     severity=Severity.ERROR,
-    summary="Finds labels that are NaN, infinite, negative, not whole numbers, or ≥ K when K classes are expected.",
+    summary=(
+        "Finds labels that are NaN, infinite, negative, not whole numbers, or ≥ K when K classes are expected; "
+        "in one-hot label arrays (N×K of 0/1), rows with no 1 or several 1s and values other than 0 and 1 "
+        "(in multi-hot arrays, values other than 0 and 1)."
+    ),
     why=(
         "Cross-entropy indexes the logits by the label: a label ≥ K or negative reads out of bounds (a "
         "CUDA device-side assert, or garbage on CPU), a NaN label makes the loss NaN, and a fractional "
-        "label is silently truncated to another class. Caffe's SoftmaxWithLoss casts float labels to int."
+        "label is silently truncated to another class. Caffe's SoftmaxWithLoss casts float labels to int. "
+        "An all-zero one-hot row makes a loss normalised by the target's sum divide 0 by 0, and cross-entropy "
+        "silently learns nothing from the sample; a row of two 1s trains two classes at once."
     ),
     fix=(
         "Repair the listed labels at the source. If labels are 1-based, subtract one; if the class count "
@@ -53,6 +59,8 @@ def _describe(value: Any, num_classes: int | None) -> str:
 
 
 def on_labels(block: LabelBlock, ok: np.ndarray[Any, Any], ctx: ScanContext) -> None:
+    if block.onehot:  # its rows wait in the stream's tally: whether one is invalid depends on the mode
+        return
     values = block.labels.reshape(-1)
     k = ctx.config.num_classes
     bad = ~ok
@@ -78,8 +86,20 @@ def on_labels(block: LabelBlock, ok: np.ndarray[Any, Any], ctx: ScanContext) -> 
 
 def finalize(ctx: ScanContext) -> None:
     """Finite float labels that are no class id are invalid only where the labels are classes, not
-    regression targets (a target of -3.0 is no negative label)."""
+    regression targets (a target of -3.0 is no negative label). Rows of an N×K label array that are no one-hot
+    row: all-zero rows and rows of several 1s where the array is one-hot (in multi-hot labels, no class and several
+    classes are labels), values other than 0/1 in either, and 1s beyond --num-classes. NaN and Inf rows are the
+    numeric checks' (missing-value, inf-value): not reported twice."""
     for tally in ctx.partial.labels.values():
+        oh = tally.onehot
+        if oh is not None:
+            mode = onehot_mode(oh)
+            if mode in ("onehot", "multihot"):
+                found = [oh.other_at, oh.beyond_at] + ([oh.zero_at, oh.several_at] if mode == "onehot" else [])
+                for where in found:
+                    if where.count:
+                        ctx.emit_many(CHECK.code, where.count, where.values, where.sorted_locations())
+            continue
         if tally.nonint_locations.count and is_classification(tally, ctx.config.num_classes):
             extra = tally.nonint_locations
             ctx.emit_many(CHECK.code, extra.count, extra.values, extra.sorted_locations())

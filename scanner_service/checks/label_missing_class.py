@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..context import ScanContext
-from ..labels import expected_classes, is_classification
+from ..labels import class_counts, expected_classes, is_classification
 from ..location import Location
 from ..severity import Severity
 from .base import Check
@@ -12,7 +12,10 @@ CHECK = Check(
     code="L003",
     name="label-missing-class",
     severity=Severity.WARNING,
-    summary="Finds classes in 0..K-1 (K from --num-classes, or the ImageFolder class list) with no sample.",
+    summary=(
+        "Finds classes in 0..K-1 (K from --num-classes, the ImageFolder class list, or the columns of a one-hot "
+        "or multi-hot label array) with no sample."
+    ),
     why=(
         "A class without samples never receives a positive gradient: its logit only learns to be small. "
         "Class-balanced losses and per-class metrics divide by its frequency, 0, and turn NaN; "
@@ -36,7 +39,8 @@ def finalize(ctx: ScanContext) -> None:
         classes = expected_classes(ctx.partial, stream, ctx.config.num_classes)
         if classes is None:
             continue
-        missing = [c for c in range(len(classes)) if tally.histogram.get(c, 0) == 0]
+        counts, _ = class_counts(tally, ctx.config.num_classes)
+        missing = [c for c in range(len(classes)) if counts.get(c, 0) == 0]
         locs = [
             Location(
                 path=tally.path,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..context import ScanContext
-from ..labels import is_classification
+from ..labels import is_classification, onehot_mode
 from ..location import Location
 from ..partial import coalesce_runs
 from ..severity import Severity
@@ -15,7 +15,7 @@ CHECK = Check(
     severity=Severity.WARNING,
     summary=(
         "Finds runs of one label longer than --sorted-run-batches batches (default 4 × --batch-size) "
-        "in the order samples are stored."
+        "in the order samples are stored (one-hot rows by their class; multi-hot labels are not judged)."
     ),
     why=(
         "Readers that stream in storage order without shuffling (Caffe's Data and HDF5Data layers, "
@@ -36,6 +36,8 @@ def finalize(ctx: ScanContext) -> None:
     for _stream, tally in sorted(ctx.partial.labels.items()):
         if not is_classification(tally, ctx.config.num_classes) or len(tally.histogram) < 2:
             continue
+        if tally.onehot is not None and onehot_mode(tally.onehot) != "onehot":
+            continue  # multi-hot rows have no single label to run
         threshold = ctx.config.run_threshold
         runs = [r for r in coalesce_runs(tally.runs, threshold) if r.length > threshold]
         runs.sort(key=lambda r: (-r.length, r.start))

@@ -34,7 +34,7 @@ import numpy as np
 from ..buffers import aligned_buffer
 from ..errors import ConfigError
 from ..items import DatasetMeta, LabelBlock, NumericBlock, ReadFailure
-from ..labels import label_tally
+from ..labels import is_onehot_shape, label_tally
 from ..location import Location
 from ..partial import Partial, merge
 from ..records.image import image_format
@@ -249,6 +249,9 @@ class _Dataset:
     """How a worker reads it as a small dataset (``hdf5_small``), None for the general reader."""
     role: Role | None = None
     """The role of a dataset that is one sample (one group per sample: ``hdf5_roles``)."""
+    onehot: bool = False
+    """An N×K dataset named like labels: also read as rows of 0/1 labels (one-hot, multi-hot); booleans only so
+    (``is_label`` set too: no data to scan)."""
 
     @property
     def rows(self) -> int:
@@ -601,8 +604,9 @@ class Hdf5Source(Source):
             )
         if self.config.labels and not partial.labels and segments:
             raise ConfigError(
-                f"labels {self.config.labels!r}: no dataset of that name with one label per sample (shape N or "
-                f"N×1) in {self.path.name}; the label checks would not run (check the name with h5ls -r)"
+                f"labels {self.config.labels!r}: no dataset of that name with one label per sample (shape N, "
+                f"N×1, or N×K one-hot) in {self.path.name}; the label checks would not run (check the name with "
+                "h5ls -r)"
             )
         multi = len(files) > 1
         for stream, tally in partial.labels.items():
@@ -738,14 +742,15 @@ class Hdf5Source(Source):
         for ds in datasets:
             ds.role = roles.get(ds.name)
             if ds.role is not None:
-                ds.is_label = ds.role.labels
+                ds.is_label, ds.onehot = ds.role.labels, False
         self._roles.extend(roles_text(rel, roles))
         self._check_lengths([d for d in datasets if d.role is None], rel, line, partial)
         segments: list[dict[str, Any]] = []
         for ds in datasets:
-            if ds.is_label:
+            if ds.is_label or ds.onehot:
                 stream = ds.name if ds.role is None else ds.role.name
-                tally = label_tally(partial, stream, ds.dtype.kind, self.config.run_threshold)
+                width = ds.shape[1] if ds.onehot else None
+                tally = label_tally(partial, stream, ds.dtype.kind, self.config.run_threshold, width)
                 tally.path = rel
                 start = stream_offsets.get(stream, 0)
                 stream_offsets[stream] = start + ds.rows
@@ -811,6 +816,9 @@ class Hdf5Source(Source):
                 if is_label_name(shown, self.config.labels):  # binary labels stored as HDF5 booleans
                     found.append(_Dataset(shown, shape, dtype, obj.chunks, True, where))
                 return
+            if dtype.kind == "b" and shape and is_onehot_shape(shape) and is_label_name(shown, self.config.labels):
+                found.append(_Dataset(shown, shape, dtype, obj.chunks, True, where, onehot=True))  # one-hot booleans
+                return
             if dtype.kind == "c" and dtype.itemsize in (8, 16) and shape is not None and math.prod(shape):
                 found.append(_Dataset(shown, (*(shape or (1,)), 2), complex_parts(dtype), None, False, where))
                 return
@@ -868,7 +876,8 @@ class Hdf5Source(Source):
                 and (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1))
                 and (bool(self.config.labels) or not is_coordinate(obj))
             )
-            found.append(_Dataset(shown, shape, dtype, obj.chunks, is_label, where))
+            onehot = is_onehot_shape(shape) and is_label_name(shown, self.config.labels)
+            found.append(_Dataset(shown, shape, dtype, obj.chunks, is_label, where, onehot=onehot))
 
         if visit_items is None:
             self._lean_visit(fh, visit, found, seen)
@@ -936,8 +945,8 @@ class Hdf5Source(Source):
         if space.get_simple_extent_type() not in (h5py.h5s.SIMPLE, h5py.h5s.SCALAR):
             return None
         shape: tuple[int, ...] = space.shape
-        if len(shape) in (1, 2) and shape[1:] in ((), (1,)) and is_label_name(full, labels):
-            return None  # labels, maybe: the general walk decides
+        if len(shape) in (1, 2) and is_label_name(full, labels):
+            return None  # labels (class ids, one-hot rows), maybe: the general walk decides
         spec = small_spec(dsid, shape, dtype)
         if spec is None:
             return None
@@ -1053,11 +1062,11 @@ class Hdf5Source(Source):
         length. Those further off are other tables (a mean image, class weights, a validation split), not
         the samples these labels belong to; so are those named for another split (``X_test`` beside
         ``y_train``)."""
-        for label in (d for d in datasets if d.is_label):
+        for label in (d for d in datasets if d.is_label or d.onehot):
             group = label.name.rsplit("/", 1)[0]
             split = split_of(label.name)
             for data in datasets:
-                if data.is_label or data.name.rsplit("/", 1)[0] != group or not data.shape:
+                if data.is_label or data.onehot or data.name.rsplit("/", 1)[0] != group or not data.shape:
                     continue
                 other = split_of(data.name)
                 if split is not None and other is not None and other != split:
@@ -1094,6 +1103,7 @@ class Hdf5Source(Source):
                     **({"chunk_rows": step} if step > 1 else {}),
                     **({"small": ds.small} if ds.small is not None else {}),
                     **({"role": ds.role.spec()} if ds.role is not None else {}),
+                    **({"onehot": True} if ds.onehot else {}),
                 }
             )
         return out
@@ -1239,6 +1249,11 @@ class _SegmentReader:
         return int(math.prod(self.shape[1:])) * self.dtype.itemsize
 
     def blocks(self) -> Iterator[Any]:
+        yield from self._blocks()
+        if self.seg.get("onehot") and not self.seg["labels"]:  # one-hot rows: data, then labels
+            yield from self._label_blocks()
+
+    def _blocks(self) -> Iterator[Any]:
         _register_filters(self.ds)  # a fresh worker process registers plugin filters before any read
         if self.seg["labels"]:
             yield from self._label_blocks()
@@ -1674,12 +1689,16 @@ class _SegmentReader:
 
     def _label_blocks(self) -> Iterator[Any]:
         start, stop = self.seg["start"], self.seg["stop"]
-        step = max(1, self.block_bytes // max(1, self.dtype.itemsize))
+        onehot = bool(self.seg.get("onehot"))
+        width = self.shape[1] if onehot else 1
+        step = max(1, self.block_bytes // max(1, self.dtype.itemsize * width))
         source = self.ds if self.field is None else self.ds.fields(self.field)  # a table's label column
 
         def rows(a: int, b: int) -> np.ndarray[Any, Any]:
             if not self.ds.shape:  # one label (one group per sample): a scalar
                 return np.asarray(source[()]).reshape(1)
+            if onehot:
+                return np.asarray(source[a:b]).reshape(b - a, width)
             return np.asarray(source[a:b]).reshape(b - a)
 
         for r in range(start, stop, step):
@@ -1699,6 +1718,7 @@ class _SegmentReader:
             labels=values,
             global_start=self.seg["stream_start"] + (r - self.seg["start"]),
             locate=self.locate(r),
-            items=len(values),
-            nbytes=values.nbytes,
+            items=len(values) if self.seg["labels"] else 0,  # one-hot rows read as data too count once
+            nbytes=values.nbytes if self.seg["labels"] else 0,
+            onehot=bool(self.seg.get("onehot")),
         )

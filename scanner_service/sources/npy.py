@@ -18,7 +18,8 @@ unpickled: an array of Python objects is named in a note, not scanned. Reading:
 Structured arrays are tables: each numeric field is scanned as a column ``['x']`` (HDF5 compound tables the same
 way); a field named like labels is a label stream. A 1-D array (or N×1) named like labels (``y``, ``labels``,
 ``y_train`` ..., ``--labels NAME``) is a label stream, checked against the data beside it (the same folder, or
-the same archive) for its length.
+the same archive) for its length. An N×K one in C order (one-hot or multi-hot rows of 0/1, ``to_categorical``) is
+a label stream of rows (``labels.tally_onehot``) and, but booleans, data too.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import numpy.lib.format as npformat
 from ..buffers import aligned_buffer
 from ..errors import ConfigError
 from ..items import DatasetMeta, LabelBlock, NumericBlock, ReadFailure
-from ..labels import label_tally
+from ..labels import is_onehot_shape, label_tally
 from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout, complex_parts
@@ -124,6 +125,8 @@ class _Column:
 
     field: str | None
     label: bool
+    onehot: bool = False
+    """An N×K array named like labels: also read as rows of 0/1 labels (one-hot, multi-hot), besides as data."""
 
 
 def _unscanned(dtype: np.dtype[Any]) -> str | None:
@@ -143,9 +146,12 @@ def labels_option(labels: str | None) -> str | None:
     return labels[:-4] if labels is not None and labels.lower().endswith(".npy") else labels
 
 
-def columns(dtype: np.dtype[Any], shape: tuple[int, ...], name: str, labels: str | None) -> list[_Column]:
+def columns(
+    dtype: np.dtype[Any], shape: tuple[int, ...], name: str, labels: str | None, fortran: bool = False
+) -> list[_Column]:
     """The columns scanned of an array named ``name`` (its path in the dataset, without ``.npy``): the array
-    itself, or each numeric field of a structured one; which of them are labels. Empty: nothing to scan."""
+    itself, or each numeric field of a structured one; which of them are labels (an N×K array in C order named
+    like labels: rows of 0/1 labels, and data). Empty: nothing to scan."""
     one = len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
     if dtype.names:
         found = []
@@ -167,9 +173,12 @@ def columns(dtype: np.dtype[Any], shape: tuple[int, ...], name: str, labels: str
     if _unscanned(dtype) is not None:
         return []
     label = one and dtype.kind in "fiub" and is_label_name(name, labels_option(labels))
-    if dtype.kind == "b" and not label:
+    onehot = (
+        is_onehot_shape(shape) and not fortran and dtype.kind in "fiub" and is_label_name(name, labels_option(labels))
+    )
+    if dtype.kind == "b" and not label and not onehot:
         return []  # booleans hold no NaN, no Inf, no overflow
-    return [_Column(None, label)]
+    return [_Column(None, label, onehot)]
 
 
 @dataclass(slots=True)
@@ -209,6 +218,10 @@ class _Array:
     @property
     def is_label(self) -> bool:
         return any(c.label for c in self.cols) and not self.dtype.names
+
+    @property
+    def is_onehot(self) -> bool:
+        return any(c.onehot for c in self.cols)
 
     @property
     def stream(self) -> str:
@@ -278,9 +291,9 @@ class NumpySource(Source):
         for path in files:
             arrays.extend(self._describe(path, partial))
         labels = self.config.labels
-        if labels and arrays and not any(c.label for a in arrays for c in a.cols):
+        if labels and arrays and not any(c.label or c.onehot for a in arrays for c in a.cols):
             raise ConfigError(
-                f"labels {labels!r}: no array of that name with one label per sample (shape N or N×1) in "
+                f"labels {labels!r}: no array of that name with one label per sample (shape N, N×1, or N×K one-hot) in "
                 f"{self.path.name}; the label checks would not run"
             )
         self._check_lengths(arrays, partial)
@@ -289,7 +302,7 @@ class NumpySource(Source):
         streams: dict[str, list[tuple[_Array, _Column]]] = {}
         for a in arrays:
             start = 0
-            chosen = [c for c in a.cols if c.label]
+            chosen = [c for c in a.cols if c.label or c.onehot]
             if chosen:
                 start = offsets.get(a.stream, 0)
                 offsets[a.stream] = start + a.rows
@@ -299,7 +312,8 @@ class NumpySource(Source):
         for stream, parts in streams.items():
             first, col = parts[0]
             kind = (first.dtype if col.field is None else first.dtype[col.field]).kind
-            tally = label_tally(partial, stream, kind, self.config.run_threshold)
+            width = first.shape[1] if col.onehot else None
+            tally = label_tally(partial, stream, kind, self.config.run_threshold, width)
             if len({a.rel for a, _ in parts}) == 1:
                 tally.path, tally.dataset = first.rel, dataset_name(first.member, col.field)
             else:
@@ -376,7 +390,7 @@ class NumpySource(Source):
             self._notes["trailing"].append(f"{rel} ({held - needed:,} bytes)")
         elif held < needed:
             self._truncated(array, held, needed, partial)
-        array.cols = columns(dtype, shape, name, self.config.labels)
+        array.cols = columns(dtype, shape, name, self.config.labels, fortran)
         self._nothing_to_scan(array)
         return [array] if array.cols else []
 
@@ -422,7 +436,7 @@ class NumpySource(Source):
             if not self._usable(array, partial):
                 continue
             # (a member shorter than its header says is reported by the reader, where its data ends)
-            array.cols = columns(dtype, shape, array.name, self.config.labels)
+            array.cols = columns(dtype, shape, array.name, self.config.labels, fortran)
             self._nothing_to_scan(array)
             if array.cols:
                 arrays.append(array)
@@ -503,10 +517,10 @@ class NumpySource(Source):
     def _check_lengths(self, arrays: list[_Array], partial: Partial) -> None:
         """Labels against the arrays beside them (their archive's members, or their folder's files) within a
         factor of 2 of their length, and not named for another split, as for HDF5 datasets."""
-        for label in (a for a in arrays if a.is_label):
+        for label in (a for a in arrays if a.is_label or a.is_onehot):
             split = split_of(label.stream)
             for data in arrays:
-                if data.is_label or data.group != label.group or not data.shape:
+                if data.is_label or data.is_onehot or data.group != label.group or not data.shape:
                     continue
                 other = split_of(data.stream)
                 if split is not None and other is not None and other != split:
@@ -628,8 +642,8 @@ class _SegmentReader:
             yield ReadFailure("S001", Location(path=self.rel, dataset=self.member, detail=self.error))
             return
         name = self.rel[:-4] if self.member is None else f"{self.rel[:-4]}/{self.member}"
-        self.cols = columns(self.dtype, self.shape, name, self.labels_option)
-        self.metas = {c.field: self._meta(c) for c in self.cols if not c.label}
+        self.cols = columns(self.dtype, self.shape, name, self.labels_option, self.fortran)
+        self.metas = {c.field: self._meta(c) for c in self.cols if not c.label and self.dtype.kind != "b"}
         self.row_shape = self.shape[1:] if self.shape else ()
         self.per_row = int(math.prod(self.row_shape))
         self.row_bytes = self.per_row * self.dtype.itemsize
@@ -682,6 +696,19 @@ class _SegmentReader:
         items = records.shape[0] if all(o == 0 for o in offset[1:]) else 0
         for col in self.cols:
             data = records if col.field is None else records[col.field]
+            if col.onehot:  # whole rows (C order): the rows as labels, then (but booleans) as data
+                yield LabelBlock(
+                    stream=self.seg["stream"],
+                    labels=data,
+                    global_start=self.seg["stream_start"] + offset[0] - self.seg["start"],
+                    locate=self.locate(offset[0]),
+                    items=items,
+                    nbytes=nbytes,
+                    onehot=True,
+                )
+                items = nbytes = 0
+                if data.dtype.kind == "b":
+                    continue
             if col.label:
                 values = np.ascontiguousarray(data).reshape(-1)
                 if values.dtype.kind == "b":

@@ -529,6 +529,12 @@ def numpy_note(arrays: list[str], relative: Callable[[Path], str]) -> str:
 NOT_REGULAR = "not a regular file (a named pipe, socket or device): not read"
 
 
+def _listed(names: list[str]) -> str:
+    """The first ``UNSCANNED_SHOWN`` of ``names``, and how many more, for a note."""
+    more = f" and {len(names) - UNSCANNED_SHOWN} more" if len(names) > UNSCANNED_SHOWN else ""
+    return ", ".join(names[:UNSCANNED_SHOWN]) + more
+
+
 class Hdf5Source(Source):
     """A ``.h5``/``.hdf5`` file, or a folder holding them (searched recursively)."""
 
@@ -621,26 +627,20 @@ class Hdf5Source(Source):
                 "labels is a 1×N row"
             )
         if self._unscanned:
-            count = len(self._unscanned)
-            shown = ", ".join(self._unscanned[:UNSCANNED_SHOWN])
-            more = f" and {count - UNSCANNED_SHOWN} more" if count > UNSCANNED_SHOWN else ""
-            partial.info["hdf5.not_scanned"] = f"{count} dataset{'s' if count > 1 else ''} not scanned: {shown}{more}"
+            count, listed = len(self._unscanned), _listed(self._unscanned)
+            partial.info["hdf5.not_scanned"] = f"{count} dataset{'s' if count > 1 else ''} not scanned: {listed}"
         if self._unwritten:
             count = len(self._unwritten)
-            shown = ", ".join(self._unwritten[:UNSCANNED_SHOWN])
-            more = f" and {count - UNSCANNED_SHOWN} more" if count > UNSCANNED_SHOWN else ""
             partial.info["hdf5.never_written"] = (
                 f"{count} dataset{'s hold' if count > 1 else ' holds'} rows never written, which HDF5 reads as the "
-                f"dataset's fill value without an error (a writer that stopped early?): {shown}{more}"
+                f"dataset's fill value without an error (a writer that stopped early?): {_listed(self._unwritten)}"
             )
         if self._coordinates:
             count = len(self._coordinates)
-            shown = ", ".join(self._coordinates[:UNSCANNED_SHOWN])
-            more = f" and {count - UNSCANNED_SHOWN} more" if count > UNSCANNED_SHOWN else ""
             partial.info["hdf5.coordinates"] = (
                 f"{count} dataset{'s' if count > 1 else ''} named like labels read as coordinates along an axis of "
-                f"the data beside {'them' if count > 1 else 'it'}, not as labels: {shown}{more}. Name labels with "
-                "--labels to check them as labels"
+                f"the data beside {'them' if count > 1 else 'it'}, not as labels: {_listed(self._coordinates)}. "
+                "Name labels with --labels to check them as labels"
             )
         if self._roles:
             count = len(self._roles)
@@ -652,7 +652,7 @@ class Hdf5Source(Source):
                 "constant-feature a channel (the last axis of H×W×C images, each element of vectors) across every "
                 "sample of the role, and the statistics are the role's"
             )
-        shards = self._pack(segments)
+        shards = pack_segments(segments, self.config.shard_bytes)
         info = SourceInfo(
             kind=self.kind,
             path=str(self.path),
@@ -1108,17 +1108,10 @@ class Hdf5Source(Source):
             )
         return out
 
-    def _pack(self, segments: list[dict[str, Any]]) -> list[Shard]:
-        return pack_segments(segments, self.config.shard_bytes)
-
-    @staticmethod
-    def _shard(index: int, segments: list[dict[str, Any]]) -> Shard:
-        return segment_shard(index, segments)
-
     def split(self, shard: Shard) -> list[Shard]:
         segments = shard.spec["segments"]
         if len(segments) > 1:
-            return [self._shard(shard.id, [s]) for s in segments]
+            return [segment_shard(shard.id, [s]) for s in segments]
         seg = segments[0]
         if seg["stop"] - seg["start"] <= 1:
             return []
@@ -1133,7 +1126,7 @@ class Hdf5Source(Source):
             if a != seg["start"]:
                 part.pop("opens", None)
             part["bytes"] = seg["bytes"] * (b - a) // (seg["stop"] - seg["start"])
-            halves.append(self._shard(shard.id, [part]))
+            halves.append(segment_shard(shard.id, [part]))
         return halves
 
     def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:

@@ -330,7 +330,7 @@ class NumpySource(Source):
             found = self._notes[key]
             if found:
                 partial.info[f"numpy.{key}"] = text.format(n=len(found), shown=_listed(found))
-        shards = self._pack(segments)
+        shards = pack_segments(segments, self.config.shard_bytes)
         info = SourceInfo(
             kind=self.kind,
             path=str(self.path),
@@ -550,17 +550,10 @@ class NumpySource(Source):
             )
         return out
 
-    def _pack(self, segments: list[dict[str, Any]]) -> list[Shard]:
-        return pack_segments(segments, self.config.shard_bytes)
-
-    @staticmethod
-    def _shard(index: int, segments: list[dict[str, Any]]) -> Shard:
-        return segment_shard(index, segments)
-
     def split(self, shard: Shard) -> list[Shard]:
         segments = shard.spec["segments"]
         if len(segments) > 1:
-            return [self._shard(shard.id, [s]) for s in segments]
+            return [segment_shard(shard.id, [s]) for s in segments]
         seg = segments[0]
         if seg.get("zip") or seg["stop"] - seg["start"] <= 1 or (len(seg["shape"]) >= 2 and seg.get("fortran")):
             return []
@@ -569,7 +562,7 @@ class NumpySource(Source):
         for a, b in ((seg["start"], mid), (mid, seg["stop"])):
             part = dict(seg, start=a, stop=b, stream_start=seg["stream_start"] + a - seg["start"])
             part["bytes"] = seg["bytes"] * (b - a) // (seg["stop"] - seg["start"])
-            halves.append(self._shard(shard.id, [part]))
+            halves.append(segment_shard(shard.id, [part]))
         return halves
 
     def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:

@@ -722,3 +722,37 @@ def test_ctrl_c_while_dscan_starts_is_no_traceback(clean: Path, library: str) ->
     assert "Traceback" not in stderr, stderr
     # (1: click's "Aborted!", when the signal lands while it parses the command line, a few microseconds)
     assert proc.returncode in (130, 1), (proc.returncode, stderr)
+
+
+_INTERRUPT_IN_IMPORT_CALLBACK = """
+import sys
+
+class Interrupted:
+    def __del__(self):
+        raise KeyboardInterrupt
+
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name == "scanner_service.cli":
+            Interrupted()  # Ctrl-C inside a callback: Python hands it to sys.unraisablehook, not to the caller
+        return None
+
+sys.meta_path.insert(0, Finder())
+from scanner_service.entry import run
+sys.argv = ["dscan", "scan", sys.argv[1], "-j", "0"]
+run()
+"""
+
+
+def test_ctrl_c_in_an_import_callback_still_ends_dscan(clean: Path) -> None:
+    """Ctrl-C that lands in a callback of the import machinery (a module lock's weak reference) is not raised
+    by Python: it printed "Exception ignored ... Traceback ... KeyboardInterrupt" and the scan went on. It ends
+    dscan as any Ctrl-C while starting: one line, status 130."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_IN_IMPORT_CALLBACK, str(clean)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+    assert proc.stderr == "dscan: interrupted; no report\n"

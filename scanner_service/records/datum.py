@@ -100,6 +100,19 @@ def _unknown_fields(message: Any) -> int:
         return len(message.UnknownFields())
 
 
+def _what_it_is(value: bytes | memoryview) -> str | None:
+    """What a value that does not parse as a Datum holds, when that is plain: a bare encoded image, a web page,
+    text ... (None: unknown bytes, a damaged Datum perhaps)."""
+    from ..imaging.sniff import content
+    from .image import image_format
+
+    found = image_format(value)
+    if found is not None:
+        return f"an encoded {found.upper()} image, not wrapped in a Datum"
+    kind, certain = content(bytes(value[:512]))
+    return f"content is {kind}" if certain or kind == "text" else None
+
+
 def parse(value: bytes | memoryview, foreign_fields: bool = True) -> Datum:
     """Parse one value as a Datum, or raise ``DatumError`` saying why it is none.
 
@@ -111,7 +124,8 @@ def parse(value: bytes | memoryview, foreign_fields: bool = True) -> Datum:
     try:
         message = datum_class().FromString(value)
     except DecodeError as exc:
-        raise DatumError(f"not a Datum protobuf ({exc})") from None
+        plain = _what_it_is(value)
+        raise DatumError(f"not a Datum protobuf: {plain}" if plain else f"not a Datum protobuf ({exc})") from None
     if not foreign_fields and _unknown_fields(message):
         raise DatumError("not a Datum protobuf (it has fields a Datum does not have)")
     data = message.data

@@ -163,3 +163,16 @@ def test_progress_of_a_finished_scan_reaches_the_planned_bytes(make_env: EnvMake
     assert scanned < planned.source.bytes  # the values alone: what progress stopped at before
     assert done == [planned.source.items, sum(s.bytes for s in planned.shards)]
     assert abs(done[1] - planned.source.bytes) <= len(planned.shards)  # the shards' shares, rounded down
+
+
+def test_a_record_that_is_no_datum_says_what_it_holds(datum_env: Callable[..., Path]) -> None:
+    """A web page (a scraper's error page written as the record) and a bare JPEG (an image stored without its
+    Datum) among raw Datums: each was "not a Datum protobuf (Error parsing message with type 'caffe.Datum':
+    Wire format was corrupt)", which sends the user looking for damage in the file."""
+    html = b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>"
+    report = run_scan(datum_env(n=300, extra={key(70): html, key(71): jpeg(71)}))
+    r001 = finding(report, "R001")
+    assert r001 is not None and r001.count == 2, codes(report)
+    details = {loc.key: loc.detail or "" for loc in r001.locations}
+    assert details[key(70)].startswith("not a Datum protobuf: content is HTML")
+    assert details[key(71)].startswith("not a Datum protobuf: an encoded JPEG image, not wrapped in a Datum")

@@ -58,13 +58,15 @@ BOOKKEEPING_KEYS = frozenset(
 scripts), clovaai's ``num-samples``."""
 BOOKKEEPING_NOTE = "the writer's own record (a count, or the list of keys): no sample, not scanned"
 """The report's ``info`` on each of them."""
-TEXT_RECORD_KEY = re.compile(rb"labels?[-_][0-9]+")
-"""Text records beside the image records of text-recognition datasets (clovaai: ``image-000000001`` and its
-transcription under ``label-000000001``)."""
+LABEL_WORD = rb"(?:labels?|lbl|targets?|cls|class(?:es)?)"
+TEXT_RECORD_KEY = re.compile(rb"%s(?:[-_.][0-9]+)?|[0-9]+[-_.]%s" % (LABEL_WORD, LABEL_WORD))
+"""Text records beside the image records: the transcriptions of text-recognition datasets (clovaai:
+``image-000000001`` and its text under ``label-000000001``), and the labels of writers that keep them apart
+from the image bytes (``00000012_label``, ``lbl-12``, one ``labels`` record)."""
 
 
 def maybe_bookkeeping(key: bytes) -> bool:
-    return key in BOOKKEEPING_KEYS or (key[:1] == b"l" and TEXT_RECORD_KEY.fullmatch(key) is not None)
+    return key in BOOKKEEPING_KEYS or TEXT_RECORD_KEY.fullmatch(key) is not None
 
 
 def bookkeeping_kind(key: bytes | None, value: bytes | memoryview) -> str | None:
@@ -286,7 +288,7 @@ class _Reader:
             return None
         self.accounted += 1
         if kind == "text":
-            detail = "records named label-N (text next to the image records: a text-recognition dataset's labels)"
+            detail = "records named label-N, N_label or labels (text next to the image records: their labels)"
             return Note(info={"lmdb.text_records": f"{detail}: not images, not scanned"}, items=1, nbytes=len(value))
         return Note(info={f"lmdb.bookkeeping {key_text(raw)}": BOOKKEEPING_NOTE}, items=1, nbytes=len(value))
 

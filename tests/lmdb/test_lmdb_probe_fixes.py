@@ -165,6 +165,29 @@ def test_progress_of_a_finished_scan_reaches_the_planned_bytes(make_env: EnvMake
     assert abs(done[1] - planned.source.bytes) <= len(planned.shards)  # the shards' shares, rounded down
 
 
+@pytest.mark.parametrize(
+    ("label_key", "shared"),
+    [(lambda i: f"lbl-{i:06d}", False), (lambda i: f"{i:08d}_label", False), (lambda i: "", True)],
+    ids=["lbl-N", "N_label", "one-labels-record"],
+)
+def test_labels_kept_apart_from_raw_image_values_are_no_findings(
+    make_env: EnvMaker, label_key: Callable[[int], str], shared: bool
+) -> None:
+    """Raw JPEG bytes as values and each label as text under a key of its own (``00000012_label``,
+    ``lbl-000012``) or all of them in one ``labels`` record: every label record was a ``not-an-image`` error
+    ("content is text"), exit status 1 for a healthy database. A truncated JPEG is still found."""
+    records = [(key(i), jpeg(i)) for i in range(30)]
+    records[7] = (key(7), jpeg(7)[:300])
+    if shared:
+        records.append(("labels", ",".join(str(i % 3) for i in range(30)).encode()))
+    else:
+        records += [(label_key(i), str(i % 3).encode()) for i in range(30)]
+    report = run_scan(make_env(records))
+    assert codes(report) == {"I003"}
+    assert [loc.key for loc in finding(report, "I003").locations] == [key(7)]
+    assert report.info["lmdb.text_records"].endswith("not images, not scanned")
+
+
 def test_a_record_that_is_no_datum_says_what_it_holds(datum_env: Callable[..., Path]) -> None:
     """A web page (a scraper's error page written as the record) and a bare JPEG (an image stored without its
     Datum) among raw Datums: each was "not a Datum protobuf (Error parsing message with type 'caffe.Datum':

@@ -186,6 +186,9 @@ class LmdbSource(Source):
                 label_tally(partial, LABEL_STREAM, "i", self.config.run_threshold).path = rel
             if decoder.name != PICKLE:
                 shards = planner.shards(str(decoder), size)
+            if decoder.name == "msgpack" and _all_labelled(forward.sample or []):
+                for shard in shards:  # a record without one is then a record the loader fails on
+                    shard.spec["labelled"] = True
         return Plan(source=info, shards=shards, partial=partial)
 
     def _check_order(self, leaves: list[Leaf], rel: str, partial: Partial) -> None:
@@ -371,15 +374,26 @@ Range = tuple[int, int, bytes, bytes]
 """(position, records, first key, last key) of a stretch of consecutive keys, in key order."""
 
 
-def _labelled(sample: list[bytes]) -> bool:
-    """Whether sampled msgpack records carry class labels beside their images."""
+def _labels_sampled(sample: list[bytes]) -> list[bool]:
+    """For each sampled msgpack record: whether it carries a class label beside its image."""
     from ..records.msgpacked import MsgpackError, is_number, read_record
 
+    out = []
     for value in sample:
         with contextlib.suppress(MsgpackError):
-            if is_number(read_record(value).label):
-                return True
-    return False
+            out.append(is_number(read_record(value).label))
+    return out
+
+
+def _labelled(sample: list[bytes]) -> bool:
+    """Whether sampled msgpack records carry class labels beside their images."""
+    return any(_labels_sampled(sample))
+
+
+def _all_labelled(sample: list[bytes]) -> bool:
+    """Whether every sampled msgpack record carries a class label (then one without is a damaged record)."""
+    found = _labels_sampled(sample)
+    return bool(found) and all(found)
 
 
 class _Planner:

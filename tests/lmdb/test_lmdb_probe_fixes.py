@@ -188,6 +188,25 @@ def test_labels_kept_apart_from_raw_image_values_are_no_findings(
     assert report.info["lmdb.text_records"].endswith("not images, not scanned")
 
 
+def test_a_msgpack_record_without_the_label_every_other_record_carries_is_invalid(make_env: EnvMaker) -> None:
+    """``{"img": jpeg, "label": 3}`` in every record but one, which lost its label (``[jpeg]`` in a database
+    of ``[jpeg, label]`` lists alike): the loader's ``record["label"]`` raises on it, mid-epoch. The scan
+    reported nothing (exit status 0). Records without labels throughout are a database without labels."""
+    import msgpack
+
+    records = [(key(i), msgpack.packb({"img": jpeg(i), "label": i % 4})) for i in range(60)]
+    records[33] = (key(33), msgpack.packb({"img": jpeg(33)}))
+    records[41] = (key(41), msgpack.packb([jpeg(41)]))
+    report = run_scan(make_env(records), shard_bytes=1 << 14, workers=2)
+    r001 = finding(report, "R001")
+    assert r001 is not None and r001.count == 2, codes(report)
+    assert [(loc.key, loc.index) for loc in r001.locations] == [(key(33), 33), (key(41), 41)]
+    assert "no label" in (r001.locations[0].detail or "")
+    assert report.summary.items_scanned == 60
+    unlabelled = [(key(i), msgpack.packb({"img": jpeg(i)})) for i in range(30)]
+    assert codes(run_scan(make_env(unlabelled, name="unlabelled"))) == set()
+
+
 def test_a_record_that_is_no_datum_says_what_it_holds(datum_env: Callable[..., Path]) -> None:
     """A web page (a scraper's error page written as the record) and a bare JPEG (an image stored without its
     Datum) among raw Datums: each was "not a Datum protobuf (Error parsing message with type 'caffe.Datum':

@@ -34,6 +34,8 @@ DEFAULT_MAX_PIXELS = 178_956_970
 WEAK_MAGIC = frozenset({"tga"})
 """Formats Pillow recognises without a reliable signature: trusted only when the extension claims them."""
 
+JPEG_SOI = b"\xff\xd8"
+
 PRIMARY = {"jpeg": "jpeg", "png": "png"}
 """The judge of a format when nothing falls back (Pillow for every other format)."""
 
@@ -45,6 +47,8 @@ def inspect_image(data: bytes | memoryview, name: str = "", max_pixels: int = DE
         verdict.empty = True
         return verdict
     fmt = sniff(data[:1024])  # (64 bytes name every format; an SVG's XML prologue may take more)
+    if fmt is None and bytes(data[:2]) == JPEG_SOI:
+        fmt = "jpeg"  # a JPEG's start-of-image marker, then no marker (a damaged byte) or nothing: libjpeg says
     if fmt is None:
         _without_magic(data, name, verdict, max_pixels)
         return verdict

@@ -123,7 +123,7 @@ def parse_header(data: Any) -> JpegHeader:
     """Walk the markers from SOI to the first SOS. Never raises; problems go to ``problem``."""
     head = JpegHeader()
     n = len(data)
-    if n < 4 or data[0] != 0xFF or data[1] != 0xD8:
+    if n < 2 or data[0] != 0xFF or data[1] != 0xD8:
         head.problem = "no start-of-image marker"
         return head
     pos = 2
@@ -402,6 +402,8 @@ def _strict_failed(
         fatal = problem or verdict.error
     elif problem and problem not in fatal:
         fatal = f"{fatal} ({problem})"
+    elif fatal.startswith(WARNINGS):  # damage libjpeg steps over, where Pillow fails: say so, as above
+        fatal = f"{fatal} (Pillow: {verdict.error.removeprefix('Pillow ')})"
     verdict.error = fatal
     verdict.judge = "jpeg"
 

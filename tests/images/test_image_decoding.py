@@ -181,6 +181,21 @@ def test_jpeg_damage_pillow_fails_on_is_an_error(rng: np.random.Generator) -> No
     assert v.error is not None and "Pillow:" in v.error
 
 
+def test_a_jpeg_cut_or_damaged_right_after_its_start_marker_is_a_corrupt_jpeg(rng: np.random.Generator) -> None:
+    """A JPEG's first bytes are FF D8 FF: a download cut after 2 or 3 bytes, or a damaged third byte, was an
+    'unknown binary data' or 'no start-of-image marker' before. libjpeg steps over the damaged byte, Pillow
+    does not even identify the file: an error naming both."""
+    good = jpeg(rng)
+    for cut in (2, 3):
+        v = inspect_image(good[:cut], "a.jpg")
+        assert (v.format, v.error) == ("jpeg", "the file ends inside the header (no image data: truncated)"), v
+    v = inspect_image(good[:2] + b"\x00" + good[3:], "a.jpg")
+    assert v.format == "jpeg" and judge_label(v).startswith("libjpeg-turbo"), v
+    assert v.error is not None and v.error.startswith("Corrupt JPEG data: 18 extraneous bytes before marker"), v
+    assert v.error.endswith(" (Pillow: cannot identify the image)"), v.error  # (the JFIF segment skipped)
+    assert inspect_image(b"\xff", "a.jpg").format is None  # one byte says nothing
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from([0xFF, 0xD9, 0x00, 0x01]), max_size=40).map(bytes), st.data())
 def test_first_pair_finds_what_bytes_find_finds(data: bytes, draw: st.DataObject) -> None:

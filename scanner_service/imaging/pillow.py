@@ -10,12 +10,13 @@ instead.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -23,8 +24,9 @@ from PIL import Image, UnidentifiedImageError
 from . import tiff_log
 from .bmp import bmp_layout
 from .containers import NO_TRAILER, gif_end, riff_end
-from .sniff import FORMAT_BY_PILLOW, trailing_kind
+from .sniff import FORMAT_BY_PILLOW, PILLOW_FORMAT, trailing_kind
 from .tiff_log import TiffLog
+from .tiff_strips import deflate_damage
 from .verdict import PAGES_NAMED, Verdict
 
 UNUSUAL_MODES = {
@@ -69,11 +71,54 @@ def _bomb_text(exc: Image.DecompressionBombError, max_pixels: int) -> str:
     return f"{int(found.group(1)):,} pixels declared (limit {max_pixels:,})"
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, data: Any, fmt: str | None) -> str:
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, UnidentifiedImageError):
-        return "Pillow cannot identify the image"
+        return _unidentified(data, fmt)
     return text
+
+
+def _unidentified(data: Any, fmt: str | None) -> str:
+    """Why Pillow identifies no image in content whose signature is ``fmt``'s: a TIFF cut short before its
+    first image directory (libtiff writes it after the pixels), else what Pillow's reader of that format
+    said when it gave up (Pillow keeps it to itself unless asked)."""
+    if fmt == "tiff":
+        cut = _tiff_cut(data)
+        if cut is not None:
+            return cut
+    name = PILLOW_FORMAT.get(fmt or "")
+    said = ""
+    if name is not None:
+        saved = getattr(Image, "WARN_POSSIBLE_FORMATS", False)  # (Pillow 10.3 and later)
+        Image.WARN_POSSIBLE_FORMATS = True
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with contextlib.suppress(Exception):
+                    Image.open(io.BytesIO(data), formats=[name]).close()
+        finally:
+            Image.WARN_POSSIBLE_FORMATS = saved
+        prefix = f"{name} opening failed. "
+        said = next((str(w.message)[len(prefix) :] for w in caught if str(w.message).startswith(prefix)), "")
+    return (
+        f"Pillow cannot identify the image ({name}: {said.strip()})"
+        if said.strip()
+        else "Pillow cannot identify the image"
+    )
+
+
+def _tiff_cut(data: Any) -> str | None:
+    """'truncated: ...' when a TIFF's first image directory lies beyond the end of the file, else None."""
+    head = bytes(data[:16])
+    order: Literal["little", "big"] = "little" if head[:2] == b"II" else "big"
+    big = int.from_bytes(head[2:4], order) == 43  # BigTIFF: an 8-byte offset at byte 8
+    offset = int.from_bytes(head[8:16] if big else head[4:8], order)
+    if offset + 2 <= len(data):
+        return None
+    return (
+        f"truncated: the TIFF's first image directory is at byte {offset:,}, beyond the end of the file "
+        f"({len(data):,} bytes)"
+    )
 
 
 def _value_text(lo: Any) -> str:
@@ -129,7 +174,7 @@ def judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool = False, 
         except Image.DecompressionBombError as exc:  # the size Pillow read on opening, or a nested image's
             verdict.bomb = _bomb_text(exc, max_pixels)
         except Exception as exc:  # whatever a decoder raises is the verdict on this file
-            verdict.error = _reason(exc)
+            verdict.error = _reason(exc, data, verdict.format)
             if log is not None:  # libtiff's reason, printed before Pillow's bare "decoder error -2"
                 damage, other = tiff_log.sort(log.take())
                 if damage or other:
@@ -186,6 +231,8 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
                 _float_frame(im, page, verdict)
             elif i is None and frames == 1 and constant:
                 verdict.constant = _constant(im)
+        if verdict.format == "tiff":
+            _directory_loop(im, verdict)
         if frames > 1:
             im.seek(first)
         if verdict.mode == "P" and "transparency" in im.info:
@@ -213,14 +260,32 @@ def _libtiff_damage(log: TiffLog, page: int, verdict: Verdict) -> None:
             verdict.damage.append(f"{_on_page(page, verdict)}{tiff_log.text(damage)}")
 
 
-def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:
-    """Damage libtiff's JPEG codec steps over in a JPEG-compressed page (see ``tiff_jpeg``)."""
+def _directory_loop(im: Image.Image, verdict: Verdict) -> None:
+    """A TIFF whose last page's directory links back to a directory already read (an IFD loop): Pillow takes
+    it for the end, silently (the pages the link skips are lost); libtiff reports the loop."""
     tags = getattr(im, "tag_v2", None)
-    if tags is None or tags.get(259) != 7:
+    link = getattr(tags, "next", 0)
+    if not link:
         return
-    from .tiff_jpeg import jpeg_damage
+    read = list(getattr(im, "_frame_pos", ()))
+    target = f"page {read.index(link)}'s" if link in read else f"the one at byte {link:,}"
+    verdict.damage.append(
+        f"the directory of page {verdict.frames - 1} links back to {target} (an IFD loop: Pillow stops there "
+        f"after {verdict.frames} page{'s' if verdict.frames > 1 else ''}; pages the link skips are lost)"
+    )
 
-    problem = jpeg_damage(data, tags)
+
+def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:
+    """Damage libtiff's JPEG and Deflate codecs step over in a page (see ``tiff_jpeg``, ``tiff_strips``)."""
+    tags = getattr(im, "tag_v2", None)
+    if tags is None:
+        return
+    if tags.get(259) == 7:
+        from .tiff_jpeg import jpeg_damage
+
+        problem = jpeg_damage(data, tags)
+    else:
+        problem = deflate_damage(data, tags)
     if problem is not None:
         verdict.damage.append(f"{_on_page(page, verdict)}{problem}")
 

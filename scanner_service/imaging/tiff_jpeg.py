@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .jpeg import WARNINGS, decode_thumbnail
+from .tiff_strips import COMPRESSION, parts
 
-COMPRESSION, JPEG = 259, 7
-STRIPS = (273, 279)
-TILES = (324, 325)
+JPEG = 7
 JPEG_TABLES = 347
 SOI, EOI = b"\xff\xd8", b"\xff\xd9"
 
@@ -26,14 +25,9 @@ def jpeg_damage(data: Any, tags: Mapping[int, Any]) -> str | None:
     ``tag_v2``) say it is JPEG-compressed, as '<strip|tile> N: <warning>'; None when there is none."""
     if tags.get(COMPRESSION) != JPEG:
         return None
-    kind, (offsets_tag, counts_tag) = ("tile", TILES) if tags.get(TILES[0]) is not None else ("strip", STRIPS)
-    offsets, counts = tags.get(offsets_tag), tags.get(counts_tag)
-    if not offsets or not counts:
-        return None
     tables = bytes(tags.get(JPEG_TABLES) or b"")
     shared = tables[2:-2] if tables.startswith(SOI) and tables.endswith(EOI) else b""
-    for i, (offset, count) in enumerate(zip(offsets, counts, strict=False)):
-        part = bytes(data[offset : offset + count])
+    for kind, i, part in parts(data, tags):
         if not part.startswith(SOI):  # no JPEG stream where the tags point: Pillow's decode judged the page
             continue
         try:

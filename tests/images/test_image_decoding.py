@@ -340,6 +340,33 @@ def test_other_formats_judged_by_pillow(rng: np.random.Generator) -> None:
         assert inspect_image(data[: len(data) // 2], name).error is not None, fmt
 
 
+def test_a_tiff_cut_before_its_directory_is_truncated_not_unidentified(rng: np.random.Generator) -> None:
+    """libtiff writes a page's directory after its pixels: a TIFF cut short loses it, and Pillow only says it
+    cannot identify the file. The report says it was cut, and where the directory should be."""
+    data = encode(Image.fromarray(natural(rng, 24, 32)), "TIFF", compression="tiff_lzw")
+    directory = int.from_bytes(data[4:8], "little")
+    assert directory > len(data) // 2  # the premise: the directory comes after the pixels
+    v = inspect_image(data[: len(data) // 2], "a.tif")
+    assert v.error == (
+        f"truncated: the TIFF's first image directory is at byte {directory:,}, beyond the end of the file "
+        f"({len(data) // 2:,} bytes)"
+    ), v.error
+
+
+def test_a_file_pillow_cannot_identify_gets_the_reason_of_its_formats_reader(rng: np.random.Generator) -> None:
+    """A GIF cut after its header, an AVIF cut short: Pillow's bare 'cannot identify image file' hides what
+    its reader of the format said; the reason carries it."""
+    gif = encode(Image.fromarray(natural(rng, 24, 32)).convert("P"), "GIF")
+    v = inspect_image(gif[:13], "a.gif")
+    assert v.error == "Pillow cannot identify the image (GIF: no more images in GIF file)", v.error
+    avif = encode(Image.fromarray(natural(rng, 24, 32)), "AVIF")
+    v = inspect_image(avif[:64], "a.avif")  # cut inside its boxes
+    assert v.error is not None and v.error.startswith("Pillow cannot identify the image (AVIF: Failed to decode "), (
+        v.error
+    )
+    assert v.damage == []  # the reader's words are the reason, not warnings about the file
+
+
 def test_float_tiff_nan_and_inf_are_counted() -> None:
     arr = np.array([[1.0, np.nan, 2.0], [np.inf, -np.inf, 0.5]], np.float32)
     v = inspect_image(encode(Image.fromarray(arr), "TIFF"), "f.tif")

@@ -122,6 +122,70 @@ def test_a_jpeg_page_libjpeg_aborts_is_damaged_data(rng: np.random.Generator) ->
     assert v.damage[0].startswith("libtiff: JPEGLib: "), v.damage
 
 
+@pytest.mark.parametrize("fill", [bytes(16), bytes(1024)], ids=["16-zeros", "1k-zeros"])
+def test_a_damaged_deflate_strip_libtiff_decodes_is_damaged_data(
+    rng: np.random.Generator, capfd: pytest.CaptureFixture[str], fill: bytes
+) -> None:
+    """libtiff inflates a Deflate strip only until its rows are filled and never reads the Adler-32 at the end
+    of the stream: zeroed bytes in the middle decode into wrong rows without a word (about half of random
+    overwrites passed). The strip, inflated to its end, says it."""
+    v = inspect_image(overwrite(tiff(rng, "tiff_adobe_deflate"), fill), "d.tif")
+    assert v.error is None and v.damage == ["strip 0: Deflate data damaged (zlib: incorrect data check)"], v
+    assert capfd.readouterr().err == ""
+
+
+def test_a_damaged_deflate_strip_on_a_later_page_names_the_page(rng: np.random.Generator) -> None:
+    v = inspect_image(overwrite(tiff(rng, "tiff_adobe_deflate", pages=2), bytes(1024), page=1), "d.tif")
+    assert v.error is None and v.damage == ["page 1, strip 0: Deflate data damaged (zlib: incorrect data check)"]
+
+
+def test_a_deflate_strip_whose_stream_runs_past_its_end_is_damaged_data(rng: np.random.Generator) -> None:
+    """A strip cut short after its last row's data (here: its byte count 4 short, the Adler-32 outside) decodes
+    in full, but its stream does not end where the strip does: damage that derailed the codes looks so."""
+    data = tiff(rng, "tiff_adobe_deflate")
+    with Image.open(io.BytesIO(data)) as im:
+        count = im.tag_v2[279][0]
+    at = data.rindex(struct.pack("<I", count))  # the StripByteCounts value in the directory
+    v = inspect_image(data[:at] + struct.pack("<I", count - 4) + data[at + 4 :], "d.tif")
+    assert v.error is None, v
+    assert v.damage == [
+        f"strip 0: Deflate data damaged (zlib: the stream does not end within the strip's {count - 4:,} bytes)"
+    ]
+
+
+def test_a_damaged_deflate_strip_is_corrupt_image_data_in_the_report(rng: np.random.Generator, write: Write) -> None:
+    write("data/ok.tif", tiff(rng, "tiff_adobe_deflate"))
+    write("data/bad.tif", overwrite(tiff(rng, "tiff_adobe_deflate"), bytes(64)))
+    out = subprocess.run(
+        [str(DSCAN), "scan", str(write("data/.keep", b"").parent), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = {(f["name"], loc["path"]) for f in json.loads(out.stdout)["findings"] for loc in f["locations"]}
+    assert ("corrupt-image-data", "bad.tif") in found and not any(p == "ok.tif" for _, p in found), found
+
+
+def test_a_directory_that_links_back_is_an_ifd_loop_that_loses_pages(rng: np.random.Generator) -> None:
+    """Page 1's next-directory link points back at page 0's directory: Pillow takes the loop for the end and
+    reads two pages of three without a word (page 2 is lost); libtiff reports the loop."""
+    data = tiff(rng, "tiff_lzw", pages=3)
+    assert inspect_image(data, "a.tif").damage == []
+
+    def link_of(directory: int) -> int:  # where a directory keeps the offset of the next one
+        return directory + 2 + 12 * struct.unpack("<H", data[directory : directory + 2])[0]
+
+    first = struct.unpack("<I", data[4:8])[0]
+    second = struct.unpack("<I", data[link_of(first) : link_of(first) + 4])[0]
+    at = link_of(second)
+    v = inspect_image(data[:at] + struct.pack("<I", first) + data[at + 4 :], "a.tif")
+    assert v.error is None and v.frames == 2, v
+    assert v.damage == [
+        "the directory of page 1 links back to page 0's (an IFD loop: Pillow stops there after 2 pages; pages the"
+        " link skips are lost)"
+    ]
+
+
 # -- valid files stay clean and quiet -------------------------------------------------------------------
 
 

@@ -1085,6 +1085,8 @@ class Hdf5Source(Source):
     def _segments(self, ds: _Dataset, rel: str, line: int | None, stream_start: int) -> list[dict[str, Any]]:
         step = ds.chunks[0] if ds.chunks else 1
         per = max(step, (self.config.shard_bytes // max(1, ds.row_bytes)) // step * step)
+        if ds.role is not None:  # one sample (at most ROLE_MAX_BYTES): one segment, V005 judges it whole
+            per = max(1, ds.rows)
         out = []
         for start in range(0, ds.rows, per):
             stop = min(ds.rows, start + per)

@@ -67,6 +67,21 @@ def test_a_blank_image_is_one_constant_sample_at_its_dataset(
     assert codes(report) == {"V005"}
 
 
+@pytest.mark.parametrize("shard_bytes", [1, 1000, 64 << 20])
+def test_a_blank_image_larger_than_a_shard_is_still_one_constant_sample(
+    tmp_path: Path, rng: np.random.Generator, shard_bytes: int
+) -> None:
+    """A sample is never split between shards: each shard saw part of the blank 3 KB image, none all of it,
+    and with ``shard_bytes`` below an image's size the finding was lost."""
+    images = _images(rng)
+    images[9][:] = 0.0
+    report = run_scan(_grouped(tmp_path / "s.h5", images, "fast"), workers=2, shard_bytes=shard_bytes)
+    constant = finding(report, "V005")
+    assert constant is not None and constant.count == 1
+    assert [(loc.dataset, loc.index) for loc in constant.locations] == [("/sample_000009/image", None)]
+    assert codes(report) == {"V005"}
+
+
 @pytest.mark.parametrize("reader", READERS)
 def test_nan_keeps_its_exact_location(tmp_path: Path, rng: np.random.Generator, reader: str) -> None:
     images = _images(rng)

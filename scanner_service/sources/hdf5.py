@@ -1245,8 +1245,8 @@ class _SegmentReader:
 
     def blocks(self) -> Iterator[Any]:
         yield from self._blocks()
-        if self.seg.get("onehot") and not self.seg["labels"]:  # one-hot rows: data, then labels
-            yield from self._label_blocks()
+        if self.seg.get("onehot") and not self.seg["labels"]:  # one-hot rows: data, then labels (damage told once)
+            yield from (item for item in self._label_blocks() if not isinstance(item, ReadFailure))
 
     def _blocks(self) -> Iterator[Any]:
         _register_filters(self.ds)  # a fresh worker process registers plugin filters before any read

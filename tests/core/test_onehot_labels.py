@@ -193,3 +193,20 @@ def test_label_findings_do_not_depend_on_sharding(write: Callable[..., Path], tm
     l002 = next(f for f in results[0][0] if f["code"] == "L002")
     assert [loc["index"] for loc in l002["locations"]] == [5, 250, 321, 599]
     assert {f["code"] for f in results[0][0]} >= {"L002", "L003"}
+
+
+def test_a_damaged_chunk_of_hdf5_onehot_labels_is_reported_once(tmp_path: Path) -> None:
+    """One-hot rows are read twice (as data, then as labels): the damaged chunk was reported by both passes, the
+    same location twice and a count of 2 for one chunk."""
+    path = tmp_path / "data.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("X_train", data=np.random.default_rng(1).random((N, 4)).astype(np.float32))
+        fh.create_dataset("y_train", data=_onehot(_ids()), chunks=(100, K), compression="gzip")
+        info = fh["y_train"].id.get_chunk_info_by_coord((300, 0))
+    with path.open("r+b") as fh:
+        fh.seek(info.byte_offset + info.size // 2)
+        fh.write(b"\xde\xad\xbe\xef" * 4)
+    status, report = _scan(path)
+    damaged = _finding(report, "S002")
+    assert status == 1 and damaged is not None and damaged["count"] == 1
+    assert [(loc["dataset"], loc["index"], loc["chunk"]) for loc in damaged["locations"]] == [("/y_train", 300, "3,0")]

@@ -45,7 +45,7 @@ def finalize(ctx: ScanContext) -> None:
         locs = [
             Location(
                 path=stats.path,
-                dataset=stats.dataset,
+                dataset=stats.dataset or None,  # a .npy file has no dataset (as its other findings say)
                 detail=(
                     f"{axis} {c} is always {stats.min[c]:.6g}"
                     if stats.channel_axis is not None

@@ -104,6 +104,17 @@ def test_float16_overflow_and_constant_feature(tmp_path: Path) -> None:
     assert [(loc.path, loc.detail) for loc in constant.locations] == [("x.npy", "column 3 is always 0.5")]
 
 
+def test_constant_feature_of_a_npy_file_names_no_dataset(tmp_path: Path) -> None:
+    """A .npy file holds no dataset: constant-feature says so as nan-value does (null in JSON, not "")."""
+    x = features(100, 4)
+    x[7, 0] = np.nan
+    x[:, 3] = 0.5
+    np.save(tmp_path / "x.npy", x)
+    report = run_scan(tmp_path / "x.npy")
+    assert places(report, "V001") == [("x.npy", None, 7)]
+    assert places(report, "V004") == [("x.npy", None, None)]
+
+
 @pytest.mark.parametrize(("sizes", "workers"), SIZES[:3])
 def test_labels_beside_the_data(tmp_path: Path, sizes: dict[str, int], workers: int) -> None:
     np.save(tmp_path / "X_train.npy", features(100, 3))

@@ -15,7 +15,7 @@ from workers.store import Store
 
 from . import errors
 from .metrics import Metrics
-from .middleware import BodyLimit, RequestLog
+from .middleware import BodyLimit, HeadAsGet, RequestLog
 from .pages import router as pages_router
 from .queue import TaskQueue
 from .routes import ROUTERS
@@ -54,6 +54,7 @@ def create_app(settings: Settings | None = None, *, configure_logs: bool = True)
     app.state.metrics = Metrics(store)
 
     errors.install(app, settings)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RequestLog, metrics=app.state.metrics)
     for router in ROUTERS:

@@ -4,6 +4,7 @@
   body that is no JSON at all (malformed, not UTF-8, nested too deeply) is one of them;
 - Redis or the broker unreachable: 503 with ``Retry-After`` (the Redis client has socket timeouts, so this
   comes in seconds, not never);
+- a method a path does not answer: 405 naming the methods it does, in the message and in ``Allow``;
 - anything unexpected: 500 with a generic message; the traceback goes to the log only.
 """
 
@@ -16,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from kombu.exceptions import OperationalError
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from workers.settings import Settings
 from workers.store import UNAVAILABLE
@@ -84,6 +86,19 @@ def unparsable_body(exc: HTTPException) -> dict[str, object] | None:
     return None
 
 
+METHODS = ("DELETE", "GET", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app answers on the request's path. Starlette's 405 names those of the
+    first route that matches the path only (``Allow: POST`` on ``/api/v1/scans``, which answers GET too)."""
+    routes = request.app.router.routes
+    allowed = [m for m in METHODS if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)]
+    if "GET" in allowed:
+        allowed.insert(allowed.index("GET") + 1, "HEAD")  # (HeadAsGet)
+    return allowed
+
+
 def install(app: FastAPI, settings: Settings) -> None:
     redis_where = settings.redis_display
 
@@ -136,6 +151,10 @@ def install(app: FastAPI, settings: Settings) -> None:
             return error_page(
                 request, 404, "Page not found", "There is no such page: the scans are listed on the home page."
             )
+        if exc.status_code == 405:
+            allowed = allowed_methods(request)
+            detail = f"method {request.method} is not allowed on {request.url.path} (allowed: {', '.join(allowed)})"
+            return JSONResponse({"detail": detail}, status_code=405, headers={"Allow": ", ".join(allowed)})
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
     async def internal(request: Request, exc: Exception) -> JSONResponse:

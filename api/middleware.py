@@ -1,5 +1,5 @@
-"""One JSON log line per request (with the job id when the request names one), request metrics, and the
-limit on request bodies."""
+"""One JSON log line per request (with the job id when the request names one), request metrics, the limit on
+request bodies, and ``HEAD`` answered wherever ``GET`` is."""
 
 from __future__ import annotations
 
@@ -86,3 +86,24 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+class HeadAsGet:
+    """``HEAD`` answered as ``GET`` without the body (same status and headers, ``Content-Length`` included),
+    as HTTP requires of every resource that answers ``GET``: FastAPI's routes only answer the methods they
+    declare, so a monitor's ``HEAD /healthz`` or a ``curl -I`` of a report got 405."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def without_body(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, without_body)

@@ -78,17 +78,22 @@ def _child(start: int, count: int, work: Callable[[int], Any]) -> Generator[tupl
         os._exit(code)
     os.close(write_end)
     nxt = start
-    with os.fdopen(read_end, "rb") as stream:
-        while True:
-            head = stream.read(HEADER.size)
-            if len(head) < HEADER.size:
-                break
-            (size,) = HEADER.unpack(head)
-            data = stream.read(size)
-            if len(data) < size:
-                break
-            i, result = pickle.loads(data)
-            yield i, result
-            nxt = i + 1
+    try:
+        with os.fdopen(read_end, "rb") as stream:
+            while True:
+                head = stream.read(HEADER.size)
+                if len(head) < HEADER.size:
+                    break
+                (size,) = HEADER.unpack(head)
+                data = stream.read(size)
+                if len(data) < size:
+                    break
+                i, result = pickle.loads(data)
+                yield i, result
+                nxt = i + 1
+    except BaseException:  # the caller stopped early (GeneratorExit) or failed: end the child, never a zombie
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
     _, status = os.waitpid(pid, 0)
     return nxt, exit_reason(status)

@@ -3,6 +3,7 @@ and the files an HDF5 dataset reads data from elsewhere are found."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import h5py
@@ -13,7 +14,7 @@ from scanner_service.config import ScanConfig
 from scanner_service.linked_files import MISSING, linked_files, unchanged
 from tests.conftest import write_h5
 
-from .conftest import write_external, write_external_link, write_vds
+from .conftest import pool_children, write_external, write_external_link, write_vds
 
 
 def test_the_fingerprint_does_not_follow_links_out_of_the_data_roots(tmp_path: Path) -> None:
@@ -88,3 +89,13 @@ def test_a_file_name_pattern_makes_the_linked_files_unknown(tmp_path: Path) -> N
         h5py.h5d.create(fh.id, b"v", h5py.h5t.NATIVE_FLOAT, mapped, dcpl=plist)
     assert linked_files(tmp_path / "vds.h5", ScanConfig()) is None
     assert linked_files(tmp_path / "vds.h5", ScanConfig(confine=(str(tmp_path),))) == {}  # confined: never read
+
+
+def test_finding_the_linked_files_leaves_no_child_process(tmp_path: Path) -> None:
+    """The plan task reads the HDF5 structure in a forked child and took the first result without reaping
+    it: each job planned left a zombie in the worker process, until the process table filled."""
+    path = write_h5(tmp_path / "train.h5", {"data": np.ones((8, 2), np.float32)})
+    before = pool_children(os.getpid())
+    for _ in range(3):
+        assert linked_files(path, ScanConfig()) == {}
+    assert pool_children(os.getpid()) == before

@@ -15,14 +15,21 @@ if TYPE_CHECKING:
 
 ENDED = frozenset({"succeeded", "failed", "cancelled"})
 STATUSES = ENDED | {"queued", "running"}
+TRANSIENT = frozenset({502, 503, 504})
+"""Answers that say "try again shortly" (the API while its Redis restarts, a proxy while the API restarts)."""
+
+OUTAGE_PATIENCE_S = 120.0
+"""How long ``wait`` rides out a service that is unavailable (``TRANSIENT`` answers, no answer at all) while
+its scan goes on, before it gives up: as long as the workers wait for Redis."""
 
 
 class ServiceError(DscanError):
     """The service could not be reached, refused the request, or the job did not succeed."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, transient: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.transient = transient
 
 
 class ServiceClient:
@@ -56,10 +63,12 @@ class ServiceClient:
         try:
             response = self.http.request(method, url, **kwargs)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise ServiceError(f"cannot reach the dscan service at {self.server}: {exc}") from None
+            raise ServiceError(f"cannot reach the dscan service at {self.server}: {exc}", transient=True) from None
         if response.status_code >= 400:
             raise ServiceError(
-                f"the service answered {response.status_code}: {_detail(response)}", response.status_code
+                f"the service answered {response.status_code}: {_detail(response)}",
+                response.status_code,
+                transient=response.status_code in TRANSIENT,
             )
         return response
 
@@ -129,10 +138,22 @@ class ServiceClient:
         interval: float = 0.2,
         max_interval: float = 2.0,
     ) -> dict[str, Any]:
-        """Poll until the job ends (the interval grows from ``interval`` to ``max_interval``)."""
+        """Poll until the job ends (the interval grows from ``interval`` to ``max_interval``). A service that
+        is unavailable meanwhile is asked again, for up to ``OUTAGE_PATIENCE_S`` (and within ``timeout``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        outage: float | None = None
         while True:
-            state = self.status(job_id)
+            try:
+                state = self.status(job_id)
+            except ServiceError as exc:
+                now = time.monotonic()
+                outage = now if outage is None else outage
+                if not exc.transient or now - outage > OUTAGE_PATIENCE_S or (deadline is not None and now > deadline):
+                    raise
+                time.sleep(interval)
+                interval = min(max_interval, interval * 1.5)
+                continue
+            outage = None
             if on_status is not None:
                 on_status(state)
             if state["status"] in ENDED:

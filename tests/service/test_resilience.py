@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ import pytest
 import redis
 
 from .conftest import (
+    REPO,
     SLOW_SHARD_BYTES,
     Service,
     comparable,
@@ -195,6 +197,38 @@ def test_a_short_redis_outage_during_a_scan_loses_nothing(make_service: Callable
             assert state["status"] == "succeeded", state
             report = client.get(f"/api/v1/scans/{job['id']}/report").json()
         assert comparable(report) == comparable(reference)
+    finally:
+        own.kill()
+        own.wait(10)
+
+
+@pytest.mark.skipif(not redis_server_available(), reason="needs redis-server on PATH")
+def test_submit_wait_rides_out_a_short_redis_outage(make_service: Callable[..., Service], tmp_path: Path) -> None:
+    """Redis restarted (with its data) while ``dscan submit --wait`` polls: the scan goes on and so does the
+    gate, which exits with the scan's verdict (1: the data has NaNs), not 2 on the API's 503."""
+    port = free_port()
+    folder = Path(tempfile.mkdtemp(prefix="dscan-test-redis-"))
+    own = start_redis(port, folder, keep=True)
+    try:
+        svc = make_service(workers=[1], url=f"redis://127.0.0.1:{port}/0")
+        config = tmp_path / "dscan.toml"
+        config.write_text(f"shard_bytes = {OPTIONS['shard_bytes']}\nnum_classes = {OPTIONS['num_classes']}\n")
+        cmd = [sys.executable, "-m", "scanner_service.cli", "submit", str(svc.data_root / "slow"), "--force"]
+        cmd += ["--server", svc.url, "--config", str(config), "--wait", "--timeout", "170", "--format", "json"]
+        gate = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with svc.client(timeout=30) as client:
+            deadline = time.monotonic() + 30
+            while not (jobs := client.get("/api/v1/scans", params={"status": "running"}).json()["items"]):
+                assert time.monotonic() < deadline and gate.poll() is None, "the scan did not start"
+                time.sleep(0.05)
+            running_shard(svc, jobs[0]["id"], skip=set())
+            own.terminate()
+            own.wait(10)
+            time.sleep(5)
+            own = start_redis(port, folder, keep=True)
+        out, err = gate.communicate(timeout=200)
+        assert gate.returncode == 1, err
+        assert '"nan-value"' in out and "503" not in err
     finally:
         own.kill()
         own.wait(10)

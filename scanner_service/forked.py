@@ -9,6 +9,7 @@ this process.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import signal
@@ -19,6 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 HEADER = struct.Struct("<Q")
+
+
+def crashes_expected() -> None:
+    """In a child whose crash becomes a finding: no fault dump on standard error. A parent that enabled
+    Python's fault handler (pytest does, so does ``PYTHONFAULTHANDLER``) passes it on to a forked child, whose
+    expected SIGSEGV then printed "Fatal Python error" and a traceback beside the finding."""
+    faulthandler.disable()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +69,7 @@ def _child(start: int, count: int, work: Callable[[int], Any]) -> Generator[tupl
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
+        crashes_expected()
         os.close(read_end)
         code = 0
         try:

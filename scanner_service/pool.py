@@ -24,6 +24,7 @@ from typing import Any
 from .config import ScanConfig
 from .engine import crash_partial, scan_shard, split_shard
 from .errors import ScanCancelled
+from .forked import crashes_expected
 from .partial import Partial
 from .sources.base import Shard
 
@@ -54,6 +55,7 @@ def _die_with_parent(parent: int) -> None:
 
 def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig, parent: int = 0) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    crashes_expected()  # a reader killed by a decoder is a finding, replaced by a new worker
     # Decoder libraries print to standard output (hdf5plugin's LZ4 filter: "cannot malloc" on a damaged
     # chunk); a worker's standard output is the parent's, which may be carrying a JSON report: send it to
     # standard error.

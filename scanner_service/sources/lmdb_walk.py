@@ -29,7 +29,7 @@ from typing import Any
 
 import lmdb
 
-from ..forked import exit_reason
+from ..forked import crashes_expected, exit_reason
 
 CHUNK = 1 << 16
 """Keys taken from the cursor at a time (a list of them is held while walking)."""
@@ -346,6 +346,7 @@ def _fork(path: Path, subdir: bool, job: Job, trace: mmap.mmap | None, errors: i
     if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
         code = 0
         try:
+            crashes_expected()
             os.close(read_fd)
             os.dup2(errors, 2)  # LMDB's assertion messages, for the finding
             _child(_pipe_sink(write_fd), trace, path, subdir, job)

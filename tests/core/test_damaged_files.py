@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -299,22 +300,44 @@ def test_types_numpy_cannot_hold_and_files_without_data(tmp_path: Path, rng: np.
     assert codes(report) == {"S006"} and "no dataset" in (finding(report, "S006").locations[0].detail or "")
 
 
-def test_a_file_whose_structure_crashes_hdf5_costs_only_itself(tmp_path: Path, rng: np.random.Generator) -> None:
-    """Two flipped bytes in a v2 B-tree chunk index header make HDF5 segfault while visiting the file's objects:
-    the scan died without a report, the NaN of the good file beside it unreported."""
-    folder = tmp_path / "runs"
-    write_h5(folder / "good.h5", {"x": nan_at(4096, 10, rng)})
-    bad = folder / "bad.h5"
+def _crashing_h5(bad: Path, rng: np.random.Generator) -> None:
+    """An HDF5 file whose visit segfaults HDF5: two flipped bytes in a v2 B-tree chunk index header."""
     with h5py.File(bad, "w", libver="latest") as fh:
         fh.create_dataset("d", data=nan_at(4096, 5, rng), chunks=(256, 4), maxshape=(None, None))
     raw = bytearray(bad.read_bytes())
     at = raw.index(b"BTHD")
     raw[at + 12 : at + 14] = b"\xa5\x5a"
     bad.write_bytes(bytes(raw))
+
+
+def test_a_file_whose_structure_crashes_hdf5_costs_only_itself(tmp_path: Path, rng: np.random.Generator) -> None:
+    """Two flipped bytes in a v2 B-tree chunk index header make HDF5 segfault while visiting the file's objects:
+    the scan died without a report, the NaN of the good file beside it unreported."""
+    folder = tmp_path / "runs"
+    write_h5(folder / "good.h5", {"x": nan_at(4096, 10, rng)})
+    _crashing_h5(folder / "bad.h5", rng)
     report = run_scan(folder)
     (lost,) = finding(report, "S001").locations
     assert lost.path == "bad.h5" and "killed by SIGSEGV" in (lost.detail or "")
     assert [(loc.path, loc.index) for loc in finding(report, "V001").locations] == [("good.h5", 10)]
+
+
+def test_a_reader_crash_prints_no_fault_dump(tmp_path: Path, rng: np.random.Generator) -> None:
+    """With Python's fault handler on (``PYTHONFAULTHANDLER``; pytest turns it on too), each reader child
+    killed by a damaged file printed "Fatal Python error: Segmentation fault" and a traceback beside the
+    report that already names the file and the signal."""
+    _crashing_h5(tmp_path / "bad.h5", rng)
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    for workers in ("0", "1"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "scanner_service.cli", "scan", str(tmp_path / "bad.h5"), "-j", workers],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert proc.returncode == 1 and "killed by SIGSEGV" in proc.stdout, proc.stdout + proc.stderr
+        assert "Fatal Python error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_a_chunk_that_crashes_its_filter_is_one_finding_for_its_rows(tmp_path: Path, rng: np.random.Generator) -> None:

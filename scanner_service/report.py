@@ -244,7 +244,7 @@ def _onehot_notes(partial: Partial, config: ScanConfig) -> dict[str, str]:
         if oh is None:
             continue
         mode, k = onehot_mode(oh), oh.width
-        rows = f"{stream}: {tally.total:,} rows of {k} columns"
+        rows = f"{tally.total:,} rows of {k} columns"  # (the note's key names the stream)
         if mode == "onehot":
             text = f"{rows}, one-hot labels: read as class ids (the column of each row's 1), {k} classes"
         elif mode == "multihot":

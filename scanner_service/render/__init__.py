@@ -37,6 +37,19 @@ NOTE_PREFIXES = ("lmdb.bookkeeping ", "lmdb.named_database ", "labels.onehot ")
 """Report ``info`` entries, one per record, that are notes too."""
 
 
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless one: '1 item', '2,300 items', '0 errors'."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def notes(report: Report) -> list[str]:
     """The notes of a report, in a stable order (``NOTES``, then the per-record ones by key)."""
     fixed = [report.info[key] for key in NOTES if key in report.info]
@@ -56,4 +69,4 @@ def render(report: Report, fmt: str) -> str:
     return text
 
 
-__all__ = ["FORMATS", "MEDIA_TYPES", "NOTES", "notes", "render"]
+__all__ = ["FORMATS", "MEDIA_TYPES", "NOTES", "counted", "human_bytes", "notes", "render"]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from .. import checks
 from ..report import Report
-from . import notes
-from .text import human_bytes
+from . import counted, human_bytes, notes
 
 SPECIAL = frozenset("\\`*_<>[]#|~!&")
 """Characters that would start markup in running text (CommonMark lets a backslash escape any of them)."""
@@ -44,9 +43,9 @@ def render(report: Report) -> str:
     lines = [
         f"# dscan report: {verdict}",
         "",
-        f"{_code(report.source.path)} ({report.source.kind}): {s.items_scanned:,} items, "
+        f"{_code(report.source.path)} ({report.source.kind}): {counted(s.items_scanned, 'item')}, "
         f"{human_bytes(s.bytes_scanned)} in {s.duration_s:.1f} s. "
-        f"**{s.errors} errors, {s.warnings} warnings** (fail on {s.fail_on.value}).",
+        f"**{counted(s.errors, 'error')}, {counted(s.warnings, 'warning')}** (fail on {s.fail_on.value}).",
         "",
     ]
     if report.findings:

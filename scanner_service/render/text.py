@@ -12,17 +12,9 @@ from rich.text import Text
 from .. import checks
 from ..report import Report
 from ..severity import Severity
-from . import notes
+from . import counted, human_bytes, notes
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
 
 
 def render(report: Report, color: bool = False, width: int = 100) -> str:
@@ -32,7 +24,7 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
     console.print(
         Text.assemble(
             ("dscan ", "bold"),
-            f"{report.source.path} ({report.source.kind}): {s.items_scanned:,} items, "
+            f"{report.source.path} ({report.source.kind}): {counted(s.items_scanned, 'item')}, "
             f"{human_bytes(s.bytes_scanned)}, {s.duration_s:.2f} s",
         )
     )
@@ -86,7 +78,7 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
     console.print(
         Text.assemble(
             (verdict, "bold green" if s.passed else "bold red"),
-            f": {s.errors} error{'s' if s.errors != 1 else ''}, {s.warnings} warning{'s' if s.warnings != 1 else ''}"
+            f": {counted(s.errors, 'error')}, {counted(s.warnings, 'warning')}"
             f" (fail on {s.fail_on.value})",
         )
     )

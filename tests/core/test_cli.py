@@ -117,6 +117,16 @@ def test_output_file_and_junit_and_markdown(tmp_path: Path, dirty: Path) -> None
     assert "# dscan report: ❌ failed" in out and "| error | V001 | nan-value | 1 |" in out
 
 
+def test_counts_of_one_are_singular(tmp_path: Path) -> None:
+    """One image, one error: the text and markdown reports said '1 items' and '**1 errors, ...**'."""
+    image = tmp_path / "photo.jpg"
+    image.write_bytes(b"\xff\xd8\xff\xe0" + bytes(60))  # a JPEG cut inside its header
+    code, out = invoke("scan", str(image), "-j", "0")
+    assert code == 1 and "(image-file): 1 item, " in out and "FAILED: 1 error, 0 warnings" in out, out
+    code, out = invoke("scan", str(image), "--format", "markdown", "-j", "0")
+    assert "(image-file): 1 item, " in out and "**1 error, 0 warnings**" in out, out
+
+
 def test_config_file_and_pyproject(tmp_path: Path, dirty: Path) -> None:
     cfg = tmp_path / "dscan.toml"
     cfg.write_text('ignore = ["nan-value"]\nfail-on = "warning"\n')

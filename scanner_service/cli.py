@@ -97,8 +97,8 @@ def scan_options(func: Any) -> Any:
         click.option("--batch-size", type=int, help="training batch size B"),
         click.option(
             "--labels",
-            help="labels inside HDF5 files: a path (/train/cls), or a name for every group "
-            "[default: label(s), y, target(s), also as y_train, test_labels ...]",
+            help="labels inside HDF5 files: a path (/train/cls), or a name for every group; NumPy: the array's "
+            "file or npz member name [default: label(s), y, target(s), also as y_train, test_labels ...]",
         ),
         click.option("--select", help="only these checks: codes, prefixes or slugs, comma-separated"),
         click.option("--ignore", help="skip these checks: codes, prefixes or slugs, comma-separated"),
@@ -106,7 +106,9 @@ def scan_options(func: Any) -> Any:
         click.option("--decoder", help="LMDB value decoder: datum, image, npy, msgpack, raw:DTYPE:SHAPE"),
         click.option("--root", help="folder that list-file paths are relative to"),
         click.option("--min-size", type=int, help="tiny-image: smallest short side in pixels [default: 32]"),
-        click.option("--max-pixels", type=int, help="decompression-bomb: largest declared pixel count"),
+        click.option(
+            "--max-pixels", type=int, help="decompression-bomb: largest declared pixel count [default: 178,956,970]"
+        ),
         click.option(
             "--batch-absence-threshold",
             type=float,
@@ -316,9 +318,15 @@ def main() -> None:
 @main.command("scan")
 @click.argument("path", required=False)
 @scan_options
-@click.option("--workers", "-j", type=click.IntRange(min=0), help="processes [default: the machine's cores]")
+@click.option(
+    "--workers",
+    "-j",
+    type=click.IntRange(min=0),
+    help="reader processes; 0 reads in this process, without crash isolation [default: the machine's cores]",
+)
 def scan_command(path: str | None, fmt: str, output: Path | None, workers: int | None, **flags: Any) -> None:
-    """Scan the dataset at PATH (HDF5 file, folder or list; images; LMDB). Without PATH: a demo dataset."""
+    """Scan the dataset at PATH (HDF5 file, folder or list; NumPy .npy/.npz; images; LMDB). Without PATH: a
+    demo dataset."""
     if path is None:
         run_demo(fmt, output, workers, flags)
         return
@@ -374,15 +382,15 @@ def _scan_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[s
 
 @main.command("demo")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("--output", "-o", type=OutputPath())
-@click.option("--workers", "-j", type=click.IntRange(min=0))
+@click.option("--output", "-o", type=OutputPath(), help="write here")
+@click.option("--workers", "-j", type=click.IntRange(min=0), help="reader processes [default: the machine's cores]")
 def demo_command(fmt: str, output: Path | None, workers: int | None) -> None:
     """Build a small dataset with seeded defects in a temporary folder and scan it."""
     run_demo(fmt, output, workers, {})
 
 
 @main.command("checks")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 def checks_command(fmt: str) -> None:
     """List every check: code, slug, default severity, what it finds."""
     if fmt == "json":

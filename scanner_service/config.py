@@ -61,7 +61,9 @@ class ScanConfig(BaseModel):
     batch_size: int | None = Field(
         None, ge=1, le=MAX_BATCH, description="training batch size B, for label-batch-absence"
     )
-    labels: str | None = Field(None, description="name of the labels dataset inside HDF5 files")
+    labels: str | None = Field(
+        None, description="name of the labels dataset inside HDF5 files, or of the NumPy array (file or npz member)"
+    )
     select: tuple[str, ...] = Field((), description="only these checks (codes, code prefixes or slugs)")
     ignore: tuple[str, ...] = Field((), description="skip these checks (codes, code prefixes or slugs)")
     max_locations: int = Field(20, ge=0, le=100_000, description="locations kept per finding")

@@ -307,8 +307,8 @@ def build_report(source: SourceInfo, merged: Partial, config: ScanConfig, durati
     if unused and not final.labels:  # a gate that asked for label checks must not pass without a word
         info[NO_LABELS] = (
             f"{' and '.join(unused)} given, but no class labels were found in the dataset: no label check ran "
-            "(HDF5: name the labels with --labels; images: class folders or a list file with labels; LMDB: "
-            "Datum labels)"
+            "(HDF5 and NumPy: name the labels with --labels; images: class folders or a list file with labels; "
+            "LMDB: Datum or msgpack labels)"
         )
     stats = [s for _, s in sorted(final.stats.items())]
     rows = sum(len(s.count) for s in stats if _lists_channels(s))

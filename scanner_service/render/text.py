@@ -78,8 +78,7 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
     console.print(
         Text.assemble(
             (verdict, "bold green" if s.passed else "bold red"),
-            f": {counted(s.errors, 'error')}, {counted(s.warnings, 'warning')}"
-            f" (fail on {s.fail_on.value})",
+            f": {counted(s.errors, 'error')}, {counted(s.warnings, 'warning')} (fail on {s.fail_on.value})",
         )
     )
     return out.getvalue()

@@ -26,7 +26,11 @@ def register(main: click.Group) -> None:
     @click.option("--server", envvar="DSCAN_SERVER", required=True, help="service URL [env DSCAN_SERVER]")
     @click.option("--token", envvar="DSCAN_TOKEN", help="API token [env DSCAN_TOKEN]")
     @click.option("--wait/--no-wait", default=False, help="wait for the report and exit like `dscan scan`")
-    @click.option("--timeout", type=float, help="with --wait: give up after this many seconds (exit 2)")
+    @click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        help="with --wait: give up after this many seconds (exit 2)",
+    )
     @click.option("--force", is_flag=True, help="scan again even if unchanged data was scanned already")
     @scan_options
     def submit_command(

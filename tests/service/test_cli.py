@@ -121,6 +121,14 @@ def test_submit_to_a_server_that_is_no_dscan_service_exits_2(tmp_path: Path, nam
     assert out.stderr.splitlines() == [out.stderr.strip()] and "did not answer as a dscan service does" in out.stderr
 
 
+@pytest.mark.parametrize("timeout", ["-1", "0"])
+def test_submit_timeout_that_is_no_wait_is_a_bad_option(tmp_path: Path, timeout: str) -> None:
+    """``--timeout -1`` was taken, and then reported as "did not end within -1 s"."""
+    with answering(NOT_DSCAN[next(iter(NOT_DSCAN))]) as url:
+        out = dscan("submit", str(tmp_path), "--server", url, "--wait", "--timeout", timeout, cwd=tmp_path)
+    assert out.returncode == 2 and "Invalid value for '--timeout'" in out.stderr, out.stderr
+
+
 def test_submit_dash_output_is_standard_output(tmp_path: Path) -> None:
     data = tmp_path / "ok.h5"
     write_h5(data, {"x": np.arange(40, dtype="f4").reshape(10, 4)})

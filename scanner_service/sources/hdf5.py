@@ -599,7 +599,12 @@ class Hdf5Source(Source):
         files = self.list_files(partial)
         segments: list[dict[str, Any]] = []
         total_bytes = total_items = 0
-        partial = merge([partial, *self._plan_files(files, segments)])
+        parts = self._plan_files(files, segments)
+        files_of: dict[str, int] = {}  # a stream's files: one names it, several make it the folder's ('.')
+        for part in parts:
+            for stream in part.labels:
+                files_of[stream] = files_of.get(stream, 0) + 1
+        partial = merge([partial, *parts])
         for seg in segments:
             total_bytes += seg["bytes"]
             total_items += seg["stop"] - seg["start"]
@@ -614,9 +619,8 @@ class Hdf5Source(Source):
                 f"N×1, or N×K one-hot) in {self.path.name}; the label checks would not run (check the name with "
                 "h5ls -r)"
             )
-        multi = len(files) > 1
         for stream, tally in partial.labels.items():
-            tally.path = "." if multi else tally.path
+            tally.path = "." if files_of.get(stream, 0) > 1 else tally.path
             tally.dataset = stream
         if self._matlab:
             shown = ", ".join(self._matlab[:UNSCANNED_SHOWN]) + (" ..." if len(self._matlab) > UNSCANNED_SHOWN else "")

@@ -216,3 +216,21 @@ def test_boolean_labels_are_classes_0_and_1(tmp_path: Path, rng: np.random.Gener
     (tally,) = report.labels
     assert [(row.label, row.count) for row in tally.histogram] == [(0, 197), (1, 3)]
     assert "L004" in codes(report)  # class 1 is absent from most batches of 16
+
+
+def test_a_label_stream_of_one_file_in_a_folder_is_located_at_that_file(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """A folder of HDF5 files: a stream only one file holds names that file (as a NumPy folder does), one that
+    spans files names the folder ('.')."""
+    folder = tmp_path / "data"
+    write_h5(folder / "a.h5", {"x": features(100, rng), "label": np.arange(100) % 3})
+    write_h5(folder / "b.h5", {"x": features(100, rng), "label": np.arange(100) % 3})
+    write_h5(folder / "c.h5", {"x": features(100, rng), "cls": np.arange(100) % 3})
+    report = run_scan(folder, labels="cls", num_classes=4)
+    assert [(lab.path, lab.dataset) for lab in report.labels] == [("c.h5", "/cls")]
+    assert [(loc.path, loc.dataset, loc.detail) for loc in finding(report, "L003").locations] == [
+        ("c.h5", "/cls", "class 3")
+    ]
+    report = run_scan(folder, num_classes=4)
+    assert [(lab.path, lab.dataset) for lab in report.labels] == [(".", "/label")]

@@ -221,7 +221,7 @@ def test_report_page_tells_what_where_why_and_how(web_service: Service, defects_
     assert f"File Dataset Index Detail train.h5 /data {NAN_INDEX} 1 NaN value" in nan
     chunk = section(page, "finding-S002")
     assert f"rows {CORRUPT_ROWS[0]}-{CORRUPT_ROWS[1]} unreadable" in chunk and "Chunk" in chunk
-    assert "all files /label class 3" in section(page, "finding-L003")
+    assert "File Dataset Detail train.h5 /label class 3" in section(page, "finding-L003")  # the file holding them
 
     # The histogram: the missing class highlighted, P(absent) for the batch size.
     histogram = page.split('<table class="histogram">')[1].split("</table>")[0]

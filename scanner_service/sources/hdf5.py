@@ -46,7 +46,7 @@ from .hdf5_files import folder_contents, is_hdf5_source, other_version
 from .hdf5_roles import SHOWN as ROLES_SHOWN
 from .hdf5_roles import Gap, Role, find_roles, member_gaps, role_meta, roles_text
 from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
-from .naming import LABEL_NAMES, is_label_name, split_of
+from .naming import LABEL_NAMES, is_label_name, split_folder, split_of, split_stream
 from .walk import LINK_OUT, UNLISTABLE, Outside
 
 ZLIB_ERROR: type[Exception] = deflate.DeflateError
@@ -600,7 +600,7 @@ class Hdf5Source(Source):
         segments: list[dict[str, Any]] = []
         total_bytes = total_items = 0
         parts = self._plan_files(files, segments)
-        files_of: dict[str, int] = {}  # a stream's files: one names it, several make it the folder's ('.')
+        files_of: dict[str, int] = {}  # a stream's files: one names it, several their split folder or '.'
         for part in parts:
             for stream in part.labels:
                 files_of[stream] = files_of.get(stream, 0) + 1
@@ -620,8 +620,8 @@ class Hdf5Source(Source):
                 "h5ls -r)"
             )
         for stream, tally in partial.labels.items():
-            tally.path = "." if files_of.get(stream, 0) > 1 else tally.path
-            tally.dataset = stream
+            if files_of.get(stream, 0) > 1:
+                tally.path = split_folder(tally.path) or "."
         if self._matlab:
             shown = ", ".join(self._matlab[:UNSCANNED_SHOWN]) + (" ..." if len(self._matlab) > UNSCANNED_SHOWN else "")
             partial.info["hdf5.matlab"] = (
@@ -751,16 +751,18 @@ class Hdf5Source(Source):
         self._check_lengths([d for d in datasets if d.role is None], rel, line, partial)
         segments: list[dict[str, Any]] = []
         for ds in datasets:
+            stream = None
             if ds.is_label or ds.onehot:
-                stream = ds.name if ds.role is None else ds.role.name
+                name = ds.name if ds.role is None else ds.role.name
+                stream = split_stream(rel, name)
                 width = ds.shape[1] if ds.onehot else None
                 tally = label_tally(partial, stream, ds.dtype.kind, self.config.run_threshold, width)
-                tally.path = rel
+                tally.path, tally.dataset = rel, name
                 start = stream_offsets.get(stream, 0)
                 stream_offsets[stream] = start + ds.rows
             else:
                 start = 0
-            segments.extend(self._segments(ds, rel, line, start))
+            segments.extend(self._segments(ds, rel, line, start, stream))
         if segments:
             segments[0]["opens"] = True  # the one segment that reports the file when it cannot be opened
         return segments
@@ -1086,7 +1088,9 @@ class Hdf5Source(Source):
                         ),
                     )
 
-    def _segments(self, ds: _Dataset, rel: str, line: int | None, stream_start: int) -> list[dict[str, Any]]:
+    def _segments(
+        self, ds: _Dataset, rel: str, line: int | None, stream_start: int, stream: str | None = None
+    ) -> list[dict[str, Any]]:
         step = ds.chunks[0] if ds.chunks else 1
         per = max(step, (self.config.shard_bytes // max(1, ds.row_bytes)) // step * step)
         if ds.role is not None:  # one sample (at most ROLE_MAX_BYTES): one segment, V005 judges it whole
@@ -1110,6 +1114,7 @@ class Hdf5Source(Source):
                     **({"small": ds.small} if ds.small is not None else {}),
                     **({"role": ds.role.spec()} if ds.role is not None else {}),
                     **({"onehot": True} if ds.onehot else {}),
+                    **({"stream": stream} if stream is not None else {}),
                 }
             )
         return out
@@ -1713,7 +1718,7 @@ class _SegmentReader:
         if values.dtype.kind == "b":
             values = values.astype(np.uint8)  # False and True are classes 0 and 1
         return LabelBlock(
-            stream=self.name if self.role is None else self.role["name"],
+            stream=self.seg["stream"],
             labels=values,
             global_start=self.seg["stream_start"] + (r - self.seg["start"]),
             locate=self.locate(r),

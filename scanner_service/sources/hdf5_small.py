@@ -134,6 +134,11 @@ def read_small(
         yield from fallback(seg)
 
 
+def _follows(first: dict[str, Any], then: dict[str, Any]) -> bool:
+    """Whether the label of ``then`` is the next one of ``first``'s stream."""
+    return bool(then["stream"] == first["stream"] and then["stream_start"] == first["stream_start"] + 1)
+
+
 def _label_blocks(stack: np.ndarray[Any, Any], members: list[dict[str, Any]]) -> Iterator[LabelBlock]:
     """The labels of one group per sample (a scalar ``label`` in every group), as blocks of consecutive
     positions of their stream; ``locate(i)`` names the dataset of the i-th."""
@@ -142,7 +147,7 @@ def _label_blocks(stack: np.ndarray[Any, Any], members: list[dict[str, Any]]) ->
         values = values.astype(np.uint8)  # False and True are classes 0 and 1
     a = 0
     for b in range(1, len(members) + 1):
-        if b < len(members) and members[b]["stream_start"] == members[b - 1]["stream_start"] + 1:
+        if b < len(members) and _follows(members[b - 1], members[b]):
             continue
         run = members[a:b]
 
@@ -150,7 +155,7 @@ def _label_blocks(stack: np.ndarray[Any, Any], members: list[dict[str, Any]]) ->
             return Location(path=run[i]["file"], line=run[i]["line"], dataset=run[i]["dataset"])
 
         yield LabelBlock(
-            stream=run[0]["role"]["name"],
+            stream=run[0]["stream"],
             labels=values[a:b].copy(),
             global_start=run[0]["stream_start"],
             locate=at,

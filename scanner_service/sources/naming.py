@@ -4,6 +4,10 @@ archive members).
 Without ``--labels``, an array is labels when its name is one of ``LABEL_NAMES``, alone or with the name of a
 split (``y_train``, ``test_labels``: Keras-style files). ``--labels NAME`` names them instead: a bare name matches
 the last part of a path (any group, any folder), a path (``/train/y``) the whole of it.
+
+Label arrays of one name in several files are one label stream (the shards of one training set), but not across
+split folders: ``train/y.npy`` and ``val/y.npy`` are the streams ``train/y`` and ``val/y``, so that a class
+missing from the validation split is reported, as for image folders.
 """
 
 from __future__ import annotations
@@ -35,3 +39,16 @@ def split_of(name: str) -> str | None:
     """The split an array's name names (``X_train`` and ``train_labels``: train), None for none."""
     words = re.split(r"[^a-z]+", name.rsplit("/", 1)[-1].lower())
     return next((SPLITS[w] for w in words if w in SPLITS), None)
+
+
+def split_folder(rel: str) -> str | None:
+    """The split folder a file lies in, as written (``val/part1.h5``: ``val``): the first of its folders named
+    like a split (``SPLITS``), None for none."""
+    return next((part for part in rel.split("/")[:-1] if part.lower() in SPLITS), None)
+
+
+def split_stream(rel: str, name: str) -> str:
+    """The label stream of the labels named ``name`` in the file ``rel``: the name, after the split folder
+    when the file lies in one (``val/label``)."""
+    split = split_folder(rel)
+    return name if split is None else f"{split}/{name.lstrip('/')}"

@@ -49,7 +49,7 @@ from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout, complex_parts
 from .base import Plan, Shard, Source, SourceInfo, pack_segments, segment_shard
-from .naming import LABEL_NAMES, is_label_name, split_of
+from .naming import LABEL_NAMES, is_label_name, split_folder, split_of, split_stream
 from .npy_files import NPY_MAGIC, ZIP_MAGIC, folder_arrays, is_numpy_source
 from .npy_zip import METHODS, Member, MemberStream, listed_members, recovered_members
 from .walk import LINK_OUT, UNLISTABLE, Outside
@@ -224,8 +224,14 @@ class _Array:
         return any(c.onehot for c in self.cols)
 
     @property
-    def stream(self) -> str:
+    def base(self) -> str:
+        """Its own name: the file's stem or the member's name (``y_train``)."""
         return self.name.rsplit("/", 1)[-1]
+
+    @property
+    def stream(self) -> str:
+        """Its label stream: its name, after its split folder (``val/y``; see ``naming``)."""
+        return split_stream(self.rel, self.base)
 
 
 def stream_name(stream: str, column: str | None) -> str:
@@ -316,8 +322,8 @@ class NumpySource(Source):
             tally = label_tally(partial, stream, kind, self.config.run_threshold, width)
             if len({a.rel for a, _ in parts}) == 1:
                 tally.path, tally.dataset = first.rel, dataset_name(first.member, col.field)
-            else:
-                tally.path, tally.dataset = ".", stream
+            else:  # arrays of one name in several files: their split folder's stream, or the dataset's
+                tally.path, tally.dataset = split_folder(first.rel) or ".", stream_name(first.base, col.field)
         for key, text in (
             ("not_scanned", "{n} array(s) not scanned: {shown}"),
             (
@@ -518,11 +524,11 @@ class NumpySource(Source):
         """Labels against the arrays beside them (their archive's members, or their folder's files) within a
         factor of 2 of their length, and not named for another split, as for HDF5 datasets."""
         for label in (a for a in arrays if a.is_label or a.is_onehot):
-            split = split_of(label.stream)
+            split = split_of(label.base)
             for data in arrays:
                 if data.is_label or data.is_onehot or data.group != label.group or not data.shape:
                     continue
-                other = split_of(data.stream)
+                other = split_of(data.base)
                 if split is not None and other is not None and other != split:
                     continue
                 if data.rows != label.rows and label.rows <= 2 * data.rows and data.rows <= 2 * label.rows:

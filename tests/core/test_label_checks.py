@@ -234,3 +234,31 @@ def test_a_label_stream_of_one_file_in_a_folder_is_located_at_that_file(
     ]
     report = run_scan(folder, num_classes=4)
     assert [(lab.path, lab.dataset) for lab in report.labels] == [(".", "/label")]
+
+
+@pytest.mark.parametrize("fmt", ["hdf5", "npy"])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_label_arrays_of_one_name_in_split_folders_are_a_stream_per_split(
+    tmp_path: Path, rng: np.random.Generator, fmt: str, workers: int
+) -> None:
+    """``train/*.h5`` and ``val/*.h5`` (or ``train/y.npy`` and ``val/y.npy``) each with labels of one name were
+    one stream: class 3, missing from the validation split, was counted from the training split and never
+    reported. Each split is now a stream (as for image folders); the shards of one split stay one stream."""
+    root = tmp_path / "data"
+    for split, parts, classes in (("train", 2, 4), ("val", 2, 3)):
+        for part in range(parts):
+            x, y = features(60, rng), np.arange(60) % classes
+            if fmt == "hdf5":
+                write_h5(root / split / f"part{part}.h5", {"x": x, "label": y})
+            else:
+                (root / split / f"part{part}").mkdir(parents=True)
+                np.save(root / split / f"part{part}" / "x.npy", x)
+                np.save(root / split / f"part{part}" / "y.npy", y)
+    report = run_scan(root, workers=workers, num_classes=4)
+    name = "/label" if fmt == "hdf5" else "y"
+    assert [(lab.path, lab.dataset, lab.total) for lab in report.labels] == [
+        ("train", name, 120),
+        ("val", name, 120),
+    ]
+    missing = finding(report, "L003")
+    assert [(loc.path, loc.dataset, loc.detail) for loc in missing.locations] == [("val", name, "class 3")]

@@ -17,7 +17,7 @@ from .checks.image_prepass import inspect_item
 from .config import ScanConfig
 from .context import ScanContext
 from .errors import ScanCancelled
-from .labels import tally_block
+from .labels import close_runs, tally_block
 from .numbered import tally as tally_numbered
 from .partial import Partial
 from .sources import open_source
@@ -101,6 +101,7 @@ def scan_shard(
             pending_items = pending_bytes = 0
             last = now
     flush_moments(ctx.moments, partial)
+    close_runs(partial)
     # A finished shard has done its planned share of the bytes, whatever its items measured (an LMDB plans
     # its file's size, pages and free space included; its records measure their values): progress then
     # ends at the plan's total.

@@ -16,7 +16,7 @@ import numpy as np
 
 from .items import LabelBlock
 from .location import Location
-from .partial import FindingTally, LabelRun, LabelTally, OneHotTally, Partial
+from .partial import FindingTally, LabelRun, LabelTally, OneHotTally, Partial, coalesce_runs
 
 MAX_DISTINCT_LABELS = 1_000_000
 
@@ -248,6 +248,20 @@ def _add_runs(
                 line=loc.line,
             )
         )
+
+
+def close_runs(partial: Partial) -> None:
+    """At the end of a shard, keep of each stream's runs the long ones, its first and its last.
+
+    A shard reads a range of its label streams that no other shard reads, so a short run inside it can join no
+    other shard's run. Blocks end wherever a record has no label (an LMDB's damaged records), and the runs at
+    every block's ends touched none: kept to the merge, they grew with the defects (two per damaged record).
+    """
+    for tally in partial.labels.values():
+        runs = coalesce_runs(tally.runs, tally.run_threshold)
+        if len(runs) > 2:
+            runs = [runs[0], *(r for r in runs[1:-1] if r.length > tally.run_threshold), runs[-1]]
+        tally.runs = runs
 
 
 LN_SQRT_2PI = 0.5 * math.log(2 * math.pi)

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scanner_service import ScanConfig, plan
+from scanner_service.engine import scan_shard
 from scanner_service.report import Report
 from tests.conftest import codes, finding, run_scan
 from tests.lmdb.conftest import datum, key, npy
@@ -82,6 +84,25 @@ def test_label_sorted_storage_names_the_key_of_each_run(make_env: EnvMaker) -> N
     report = run_scan(make_env(records), batch_size=16)
     assert located(report, "L005") == [(key(0), 0), (key(150), 150), (key(300), 300), (key(450), 450)]
     assert "150 consecutive samples of label 0" in (finding(report, "L005").locations[0].detail or "")
+
+
+def test_damaged_records_leave_no_label_runs_behind(make_env: EnvMaker) -> None:
+    """Every damaged record ends a label block; a shard hands on its long runs, its first and its last only."""
+    rng = np.random.default_rng(5)
+    records = [(key(i), datum(label=int(rng.integers(0, 50)), seed=i)) for i in range(1200)]
+    records += [(key(i), datum(label=7, seed=i)) for i in range(1200, 1300)]  # one long run
+    for i in range(0, 1200, 4):
+        records[i] = (key(i), b"\x0a\xff not a datum")
+    config = ScanConfig(batch_size=8)
+    planned = plan(make_env(records), config)
+    assert len(planned.shards) == 1
+    shard = scan_shard("lmdb", planned.source.path, planned.shards[0], config)
+    runs = shard.labels["label"].runs
+    assert len(runs) <= 3, len(runs)
+    assert [(r.start, r.length, r.label) for r in runs if r.length > config.run_threshold] == [(1200, 100, 7)]
+    report = run_scan(make_env(records, name="again"), batch_size=8)
+    assert located(report, "L005") == [(key(1200), 1200)]
+    assert finding(report, "R001").count == 300
 
 
 def test_label_invalid_and_missing_class(datum_env: Callable[..., Path]) -> None:

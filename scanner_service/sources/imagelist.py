@@ -303,7 +303,7 @@ class ImageListSource(ImageFilesSource):
         names = sorted({x for x in labels if isinstance(x, str)})
         index = {n: i for i, n in enumerate(names)}
         out: list[Entry] = []
-        root = self.root
+        root, name = self.root, self.list_name  # (a property of pathlib calls: 20 µs a missing file, 1M lines)
         for line, entry, raw in rows:
             label = index[raw] if isinstance(raw, str) else raw
             if "\0" in entry:
@@ -317,16 +317,14 @@ class ImageListSource(ImageFilesSource):
             try:
                 st = target.stat()
             except FileNotFoundError:
-                missing = Location(
-                    path=self.list_name, line=line, detail=f"{entry} does not exist{_windows(entry, root)}"
-                )
+                missing = Location(path=name, line=line, detail=f"{entry} does not exist{_windows(entry, root)}")
                 partial.add("S004", missing)
                 continue
             except OSError as exc:
                 partial.add("S001", Location(path=entry, line=line, detail=exc.strerror or str(exc)))
                 continue
             if stat.S_ISDIR(st.st_mode):
-                partial.add("S005", Location(path=self.list_name, line=line, detail=f"{entry} is a folder"))
+                partial.add("S005", Location(path=name, line=line, detail=f"{entry} is a folder"))
                 continue
             if not stat.S_ISREG(st.st_mode):  # never opened: reading a named pipe may block forever
                 detail = "not a regular file (a named pipe, socket or device)"

@@ -26,6 +26,7 @@ NOTES = (
     "hdf5.coordinates",
     "images.splits",
     "images.skipped",
+    "images.labels",
     "lmdb.not_scanned",
     "lmdb.text_records",
     "lmdb.labels",

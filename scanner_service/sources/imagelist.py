@@ -173,6 +173,21 @@ def _csv_records(
         start = resume
 
 
+MULTI_LABEL_ROWS = 2
+"""Rows with several labels (``1 5 7``, ``cat|dog``) that make a label column a multi-label one; a single such
+row in a column of class ids is a bad cell (a typo)."""
+
+
+def _several(cell: str) -> bool:
+    """Whether a label cell holds several labels: class ids separated by spaces (``1 5 7``; class names may
+    hold spaces), or labels separated by ``|`` or ``;`` (``cat|dog``)."""
+    for sep in ("|", ";"):
+        if sep in cell:
+            return all(part.strip() for part in cell.split(sep))
+    parts = cell.split()
+    return len(parts) > 1 and all(INTEGER.fullmatch(part) for part in parts)
+
+
 def _atoi(token: str) -> int:
     """C's ``atoi``, as Caffe reads a label: the leading sign and digits, 0 when there are none."""
     found = INTEGER.match(token.lstrip())
@@ -225,6 +240,63 @@ def _windows(entry: str, root: Path) -> str:
     return f" ({posix} does: the list was written with Windows separators)"
 
 
+Listings = dict[str, dict[str, str]]
+"""Per folder, its image files by name without the extension: looked up for ids that name no file."""
+
+
+def _with_extension(folder: str, stem: str, listings: Listings) -> str | None:
+    """The name of the image file in ``folder`` that is ``stem`` plus an image extension, None when there is
+    none; each folder is listed once (``listings``)."""
+    names = listings.get(folder)
+    if names is None:
+        names = {}
+        with contextlib.suppress(OSError):
+            for found in sorted(os.listdir(folder)):
+                base, ext = os.path.splitext(found)
+                if ext.lower() in IMAGE_EXTENSIONS:
+                    names.setdefault(base, found)
+        listings[folder] = names
+    return names.get(stem)
+
+
+def _extensionless(entry: str, root: Path, listings: Listings) -> str:
+    """A hint for a listed path that does not exist: that the file exists with an image extension (an id
+    column, ``0a1b2c`` for ``0a1b2c.png``: every loader fails on the bare id), else ''."""
+    if os.path.splitext(entry)[1].lower() in IMAGE_EXTENSIONS:
+        return ""
+    folder, stem = os.path.split(entry if os.path.isabs(entry) else os.path.join(root, entry))
+    found = _with_extension(folder, stem, listings)
+    if found is None:
+        return ""
+    return f" ({os.path.join(os.path.dirname(entry), found)} does: the list names the file without its extension)"
+
+
+def _id_hint(header: list[str], records: list[list[str]], root: Path) -> str:
+    """For a CSV without a column of image paths: the column whose values are the names of images without
+    their extension, in the root or a folder in it (Kaggle's ``id`` beside ``train/<id>.png``), as a hint
+    ('' when there is none)."""
+    listings: Listings = {}
+    try:
+        with os.scandir(root) as it:
+            folders = ["", *sorted(e.name for e in it if e.is_dir())]
+    except OSError:
+        return ""
+    sample = [r for r in records[:SNIFF_LINES] if any(f.strip() for f in r)]
+    for col, name in enumerate(header):
+        values = [r[col].strip() for r in sample if col < len(r) and r[col].strip()]
+        if len(set(values)) < len(values):  # ids name one image each (a label column repeats its values)
+            continue
+        for folder in folders:
+            found = [_with_extension(os.path.join(root, folder), v, listings) for v in values]
+            if values and sum(f is not None for f in found) * 2 > len(values):
+                example = os.path.join(folder, next(f for f in found if f is not None))
+                return (
+                    f"(the values of {name!r} are the names of images without their extension: {example} exists;"
+                    " add a column of the file names)"
+                )
+    return ""
+
+
 def _label_column(records: list[list[str]], path_col: int) -> int | None:
     """The label column of a CSV without a header: the one column beside the paths whose sampled values are all
     integers, else the only column beside them (class names); None when there is none, or more than one
@@ -237,17 +309,20 @@ def _label_column(records: list[list[str]], path_col: int) -> int | None:
     return others[0] if len(others) == 1 and not found else None
 
 
-def _path_column(name: str, header: list[str], records: list[list[str]]) -> int:
+def _path_column(name: str, header: list[str], records: list[list[str]], root: Path) -> int:
     """The column of image paths when the header names none of PATH_COLUMNS: the one whose values are image
     file names (Kaggle's ``image_id`` of ``1000015157.jpg``). Raises UnsupportedSource when there is none."""
     for col in range(len(header)):
         if _holds_paths(records, col):
             return col
     columns = ", ".join(repr(h) for h in header)
+    hint = _id_hint(header, records, root) or (
+        f"(a column named one of {', '.join(PATH_COLUMNS)}, or of names such as 'a/b.jpg'; ids without an "
+        "extension need a column of file names added)"
+    )
     raise UnsupportedSource(
         f"{name}: no column of image paths: the header has {columns}, and no column's values are image file names "
-        f"(a column named one of {', '.join(PATH_COLUMNS)}, or of names such as 'a/b.jpg'; ids without an "
-        "extension need a column of file names added)",
+        + hint,
         "",
     )
 
@@ -304,6 +379,7 @@ class ImageListSource(ImageFilesSource):
         index = {n: i for i, n in enumerate(names)}
         out: list[Entry] = []
         root, name = self.root, self.list_name  # (a property of pathlib calls: 20 µs a missing file, 1M lines)
+        listings: Listings = {}
         for line, entry, raw in rows:
             label = index[raw] if isinstance(raw, str) else raw
             if "\0" in entry:
@@ -317,7 +393,8 @@ class ImageListSource(ImageFilesSource):
             try:
                 st = target.stat()
             except FileNotFoundError:
-                missing = Location(path=name, line=line, detail=f"{entry} does not exist{_windows(entry, root)}")
+                hint = _windows(entry, root) or _extensionless(entry, root, listings)
+                missing = Location(path=name, line=line, detail=f"{entry} does not exist{hint}")
                 partial.add("S004", missing)
                 continue
             except OSError as exc:
@@ -387,6 +464,9 @@ class ImageListSource(ImageFilesSource):
                 else:
                     rows.append((n, entry, None))
                 continue
+            if text.lstrip().startswith("#") and not _is_image_path(entry):  # Caffe reads '# path' as a path
+                self._syntax(partial, n, "a comment line: list readers take it for a file name")
+                continue
             misread = None if tabbed or commaed or token is None else _caffe_misreads(text, entry, token)
             if misread is not None:
                 self._syntax(partial, n, misread)
@@ -411,6 +491,16 @@ class ImageListSource(ImageFilesSource):
     def _csv_rows(self, partial: Partial) -> list[tuple[int, str, int | float | str | None]]:
         text = _decode(self.path.read_bytes())
         body = text.lstrip("\r\n")  # blank lines before the header, which pandas skips too
+        after = next((ln for ln in body.split("\n", SNIFF_LINES) if ln.strip() and not ln.startswith("#")), "")
+        delimiter = _dialect(self.path, after)
+        while body.startswith("#"):  # a comment line before the header: pandas reads it as the header
+            comment, _, rest = body.partition("\n")
+            if comment.count(delimiter) == after.count(delimiter):  # '#path,label': a header starting with '#'
+                break
+            line = text[: len(text) - len(body)].count("\n") + 1
+            detail = "a comment line before the header: pandas' read_csv takes it for the header (comment='#' skips it)"
+            self._syntax(partial, line, detail)
+            body = rest.lstrip("\r\n")
         skipped = text[: len(text) - len(body)].count("\n")
         first = body.split("\n", 1)[0]
         lines = list(io.StringIO(body, newline=""))
@@ -442,11 +532,11 @@ class ImageListSource(ImageFilesSource):
                 f"{self.path.name} has no header: line 1 is a row (paths in column {headerless + 1}, {labels})"
             )
         elif path_col is None:
-            path_col = _path_column(self.path.name, header, rows_only)
+            path_col = _path_column(self.path.name, header, rows_only, self.root)
         elif not _holds_paths(rows_only, path_col) and not self._existing(rows_only, path_col):
             # named 'image' but holding ids (no such files): a column of file names wins
             with contextlib.suppress(UnsupportedSource):
-                path_col = _path_column(self.path.name, header, rows_only)
+                path_col = _path_column(self.path.name, header, rows_only, self.root)
         rows: list[tuple[int, str, int | float | str | None]] = []
         raw_labels: list[tuple[int, str, str]] = []
         for n, record in records:
@@ -466,11 +556,20 @@ class ImageListSource(ImageFilesSource):
             if label_col is None:
                 rows.append((n, entry, None))
                 continue
-            token = record[label_col].strip()
-            if not token:
-                self._syntax(partial, n, f"empty {header[label_col]!r}")
-                continue
-            raw_labels.append((n, entry, token))
+            raw_labels.append((n, entry, record[label_col].strip()))
+        column = header[label_col] if label_col is not None else ""
+        several = sum(_several(t) for _, _, t in raw_labels)
+        if several >= MULTI_LABEL_ROWS:  # several labels to a row: no class id per image to check
+            rows += [(n, e, None) for n, e, _ in raw_labels]
+            partial.info["images.labels"] = (
+                f"{self.path.name}: {column!r} holds several labels in {several:,} rows (multi-label): "
+                "the label checks do not run"
+            )
+            raw_labels = []
+        for n, _, t in raw_labels:
+            if not t:
+                self._syntax(partial, n, f"empty {column!r}")
+        raw_labels = [(n, e, t) for n, e, t in raw_labels if t]
         numbers = [_number(t) for _, _, t in raw_labels]
         named = sum(x is None for x in numbers)
         if named * 2 < len(numbers):  # class ids: a cell that is no number is a bad cell, not a class name

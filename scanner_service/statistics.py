@@ -1,7 +1,9 @@
 """Per-block summaries of numeric data, folded into mergeable running moments per channel.
 
-The fast path (every value finite) costs one ``isfinite`` test and a few reductions over a block that is
-still in cache; blocks with NaN or Inf take a slower masked path, which is where the exact locations come from.
+The fast path (every value finite) costs a few reductions over a block that is still in cache (min and max
+propagate NaN: no separate ``isfinite`` pass). A block with NaN or Inf costs one ``isfinite`` pass more: the
+places of its non-finite values, found once, give the NaN and Inf counts, the values per channel, the NaN and Inf
+checks' locations, and a float64 copy of the block with zeros in their place, which takes plain sums.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ class BlockSummary:
     finite_max: float
     values: np.ndarray[Any, Any]
     """The block as a float array (the data itself for float blocks)."""
+    nan_at: np.ndarray[Any, Any] | None = None
+    """Where the block holds NaN: flat indices into its data (C order), ascending. None when all is finite, or
+    when NaN and Inf are not few (then a mask of the block finds them: ``np.isnan(values)``)."""
+    inf_at: np.ndarray[Any, Any] | None = None
+    """Where it holds +Inf or -Inf, likewise."""
 
 
 def complex_parts(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -115,7 +122,9 @@ class Moments:
             ref[unset] = candidates[unset]
         return ref
 
-    def constant(self, sl: slice, value: np.ndarray[Any, Any], count: int, use: np.ndarray[Any, Any]) -> None:
+    def constant(
+        self, sl: slice, value: np.ndarray[Any, Any], count: int | np.ndarray[Any, Any], use: np.ndarray[Any, Any]
+    ) -> None:
         """Accumulate ``count`` copies of ``value`` for the channels ``use``, without a pass over the data: a
         channel constant within a block but not across blocks (1e6, then 1e6 + 1e-3) keeps its small variance,
         which plain sums of squares cancel away."""
@@ -251,18 +260,102 @@ def _summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary
         if ill.any():
             acc.shifted(sl, view, None, ill)
     else:
-        mask = np.isfinite(view)
-        acc.nan += int(np.isnan(view).sum())
-        acc.inf += int(np.isinf(view).sum())
-        lo = np.min(view, axis=(0, 2), where=mask, initial=np.inf)
-        hi = np.max(view, axis=(0, 2), where=mask, initial=-np.inf)
-        acc.shifted(sl, view, mask, True, candidates=lo.astype(np.float64))  # NaN in row 0: a finite reference
+        lo, hi, nan_at, inf_at = _non_finite(acc, sl, values, view, flat, (meta.channel_axis or 0) > 1)
     np.minimum(acc.lo[sl], lo, out=acc.lo[sl])
     np.maximum(acc.hi[sl], hi, out=acc.hi[sl])
     seen = np.isfinite(lo)
-    if not seen.any():
-        return BlockSummary(finite, 0.0, 0.0, values)
-    return BlockSummary(finite, float(lo[seen].min()), float(hi[seen].max()), values)
+    low, high = (float(lo[seen].min()), float(hi[seen].max())) if seen.any() else (0.0, 0.0)
+    if finite:
+        return BlockSummary(True, low, high, values)
+    return BlockSummary(False, low, high, values, nan_at, inf_at)
+
+
+SPARSE = 32
+"""A block with fewer than one non-finite value in this many is handled by their indices, else by masks."""
+
+
+def _non_finite(
+    acc: Moments,
+    sl: slice,
+    values: np.ndarray[Any, Any],
+    view: np.ndarray[Any, Any],
+    flat: np.ndarray[Any, Any] | None,
+    transposed: bool,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any] | None, np.ndarray[Any, Any] | None]:
+    """The moments of a block's finite values, its per-channel min and max, and where it holds NaN and Inf
+    (flat indices into ``values``; None for a block dense with them, where the checks take masks). ``view`` is
+    ``values`` reshaped (samples, channels, rest), or a copy of it channels first where ``transposed``.
+
+    One ``isfinite`` pass finds the non-finite values. Where they are few (tabular data with NaN as its missing
+    value), everything else works on their indices: their channels' counts come off the block's, and they are
+    patched in a copy. ``fmin`` and ``fmax`` skip NaN (Inf is made NaN in the copy first); the sums run in
+    float64 over the copy with 0.0 in their place (float64 as the masked sums before them: the report's digits
+    do not move). A channel ill-conditioned or overflowing in those sums takes the shifted path, masked.
+    """
+    finite = np.isfinite(view)
+    rows, channels, rest = view.shape
+    missing = view.size - int(np.count_nonzero(finite))
+    sparse = missing * SPARSE < view.size
+    work = np.array(view, dtype=np.float64, order="C")  # own memory: patched below
+    line = work.reshape(-1)
+    if sparse:
+        bad: Any = np.flatnonzero(~finite)
+        is_nan = np.isnan(line[bad])
+        nan = int(np.count_nonzero(is_nan))
+        count = rows * rest - np.bincount((bad // rest) % channels, minlength=channels)
+    else:
+        bad = ~finite
+        nan = int(np.count_nonzero(np.isnan(view)))
+        count = finite.sum(axis=(0, 2))
+    acc.nan += nan
+    acc.inf += missing - nan
+    axes = 0 if flat is not None else (0, 2)
+    if nan == missing:  # NaN only: fmin and fmax skip it in the block itself
+        some = view if flat is None else flat
+        lo, hi = np.fmin.reduce(some, axis=axes), np.fmax.reduce(some, axis=axes)
+    else:
+        _patch(line, work, bad, np.nan)
+        some = work if flat is None else work.reshape(rows, channels)
+        lo = np.fmin.reduce(some, axis=axes).astype(view.dtype)
+        hi = np.fmax.reduce(some, axis=axes).astype(view.dtype)
+    empty = count == 0  # every value of the channel NaN or Inf in this block: fmin and fmax give NaN
+    lo[empty], hi[empty] = np.inf, -np.inf
+    _patch(line, work, bad, 0.0)
+    if flat is not None:
+        table = work.reshape(rows, channels)
+        sums = table.sum(axis=0)
+        squares = np.einsum("nc,nc->c", table, table)
+    else:
+        sums = work.sum(axis=(0, 2))
+        squares = np.einsum("ncj,ncj->c", work, work)
+    del work, line
+    per = np.maximum(count, 1)
+    mean = sums / per
+    overflow = ~(np.isfinite(sums) & np.isfinite(squares)) & ~empty
+    constant = (lo == hi) & ~overflow & ~empty
+    ill = overflow | ((squares / per - mean * mean < ILL_CONDITIONED * squares / per) & ~constant & ~empty)
+    well = ~ill & ~constant & ~empty
+    acc.n[sl] += np.where(well, count, 0)
+    acc.s1[sl] += np.where(well, sums, 0.0)
+    acc.s2[sl] += np.where(well, squares, 0.0)
+    if constant.any():
+        acc.constant(sl, lo.astype(np.float64), count, constant)
+    if ill.any():
+        acc.shifted(sl, view, finite, ill, candidates=lo.astype(np.float64))
+    if not sparse:
+        return lo, hi, None, None
+    if transposed:  # the checks name places in the block's own order
+        bad = np.flatnonzero(~np.isfinite(values))
+        is_nan = np.isnan(values.reshape(-1)[bad])
+    return lo, hi, bad[is_nan], bad[~is_nan]
+
+
+def _patch(line: np.ndarray[Any, Any], work: np.ndarray[Any, Any], bad: Any, value: float) -> None:
+    """``value`` where ``bad`` says: flat indices into ``line``, or a mask shaped as ``work``."""
+    if bad.dtype == np.bool_:
+        np.copyto(work, value, where=bad)
+    else:
+        line[bad] = value
 
 
 def emit_samples(
@@ -285,7 +378,33 @@ def emit_samples(
         block.locate(int(r)).model_copy(update={"chunk": block.chunk, "detail": describe(flat[r], values[r])})
         for r in rows[: ctx.partial.cap]
     ]
-    ctx.emit_many(code, int(rows.size), int(mask.sum()), locations)
+    ctx.emit_many(code, int(rows.size), int(np.count_nonzero(mask)), locations)
+
+
+def emit_places(
+    ctx: Any,
+    code: str,
+    block: NumericBlock,
+    at: np.ndarray[Any, Any],
+    hit: Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]],
+    describe: Callable[[np.ndarray[Any, Any], np.ndarray[Any, Any]], str],
+) -> None:
+    """``emit_samples`` for hits known by place: ``at``, ascending flat indices into the block's data (C order),
+    where ``hit`` (elementwise, as ``np.isnan``) holds. Only the samples listed are looked at again."""
+    if at.size == 0:
+        return
+    data = block.data
+    width = data.size // data.shape[0] if data.ndim > 1 and data.shape[0] else 1
+    rows = at // width  # ascending
+    if rows.size > 1:
+        rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+    values = data.reshape(-1, width)
+    locations = []
+    for r in rows[: ctx.partial.cap].tolist():
+        row = values[r]
+        detail = describe(hit(row), row)
+        locations.append(block.locate(r).model_copy(update={"chunk": block.chunk, "detail": detail}))
+    ctx.emit_many(code, int(rows.size), int(at.size), locations)
 
 
 def rows_where(mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -9,7 +9,7 @@ import numpy as np
 from ..context import ScanContext
 from ..items import NumericBlock
 from ..severity import Severity
-from ..statistics import BlockSummary, emit_samples
+from ..statistics import BlockSummary, emit_places, emit_samples
 from .base import Check
 
 CHECK = Check(
@@ -38,5 +38,9 @@ def _detail(hits: np.ndarray[Any, Any], _values: np.ndarray[Any, Any]) -> str:
 
 
 def on_numeric(block: NumericBlock, summary: BlockSummary, ctx: ScanContext) -> None:
-    if not summary.all_finite and ctx.wants(CHECK.code):
+    if summary.all_finite or not ctx.wants(CHECK.code):
+        return
+    if summary.nan_at is not None:  # the places the statistics found (few)
+        emit_places(ctx, CHECK.code, block, summary.nan_at, np.isnan, _detail)
+    else:
         emit_samples(ctx, CHECK.code, block, np.isnan(summary.values), _detail)

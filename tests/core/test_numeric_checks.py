@@ -426,3 +426,64 @@ def test_an_overflowing_moment_survives_the_services_json(tmp_path: Path) -> Non
     remote = build_report(planned.source, merge([planned.partial, *travelled]), config, 0.0)
     assert dump_json(remote) == dump_json(local)  # (as JSON: a NaN moment is unequal to itself as a float)
     assert [(f.code, f.locations[0].index) for f in remote.findings] == [("V003", 1)]
+
+
+def test_nan_in_every_block_keeps_exact_statistics_and_places_without_masked_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tabular data with NaN as its missing value (one in every row), Inf here and there, a channel all NaN in a
+    block, a constant one, channels-last images and a 3-D cube: counts, min, max, mean and std of the finite
+    values, and every NaN and Inf at its sample. A well-conditioned block with NaN takes the fast path's sums
+    (on a copy with zeros in their place), not the masked float64 path: ``Moments.shifted`` is never called."""
+    from scanner_service.statistics import Moments
+
+    rng = np.random.default_rng(11)
+    table = rng.normal(3.0, 2.0, (20_000, 6)).astype(np.float32)
+    table[:, 4] = 2.5
+    table[np.arange(20_000), rng.integers(0, 6, 20_000)] = np.nan
+    table[:5000, 3] = np.nan
+    table[[7, 4444, 19_999], [0, 5, 2]] = [np.inf, -np.inf, np.inf]
+    images = rng.uniform(0, 1, (50, 8, 8, 3)).astype(np.float32)  # N×H×W×C: channels last
+    images[[3, 3, 40], [1, 7, 0], [2, 2, 5], [0, 2, 1]] = [np.nan, np.inf, np.nan]
+    cube = rng.normal(-1.0, 0.5, (300, 3, 16))
+    cube[rng.integers(0, 300, 40), rng.integers(0, 3, 40), rng.integers(0, 16, 40)] = np.nan
+    dense = rng.normal(0.0, 1.0, (3000, 4))  # half NaN: masks, not indices
+    dense[rng.random(dense.shape) < 0.5] = np.nan
+    dense[[5, 2999], [1, 3]] = [np.inf, -np.inf]
+    dense[:, 2] = np.nan
+    arrays = {"table": table, "images": images, "cube": cube, "dense": dense}
+    path = write_h5(tmp_path / "m.h5", arrays)
+    calls: list[object] = []
+    shifted = Moments.shifted
+    monkeypatch.setattr(Moments, "shifted", lambda *a, **k: calls.append(a) or shifted(*a, **k))
+    report = run_scan(path, max_locations=100_000)
+    assert calls == []
+
+    stats = {s.dataset: s for s in report.statistics}
+    for name, data, channels in (
+        ("/table", table, table),
+        ("/images", images, np.moveaxis(images, 3, 1)),
+        ("/cube", cube, cube),
+        ("/dense", dense, dense),
+    ):
+        s = stats[name]
+        assert (s.nan, s.inf) == (int(np.isnan(data).sum()), int(np.isinf(data).sum())), name
+        for c, row in enumerate(s.channels):
+            values = channels[:, c].reshape(-1).astype(np.float64)
+            values = values[np.isfinite(values)]
+            assert row["count"] == values.size, (name, c)
+            if not values.size:
+                assert row["min"] is row["max"] is row["mean"] is None
+                continue
+            assert (row["min"], row["max"]) == (float(f"{values.min():.7g}"), float(f"{values.max():.7g}"))
+            assert row["mean"] == pytest.approx(values.mean(), rel=1e-6), (name, c)
+            assert row["std"] == pytest.approx(values.std(), rel=1e-6, abs=1e-9), (name, c)
+    for code, test in (("V001", np.isnan), ("V002", np.isinf)):
+        places = sorted((loc.dataset, loc.index) for loc in finding(report, code).locations)
+        expected = sorted(
+            (f"/{name}", int(r))
+            for name, data in arrays.items()
+            for r in np.flatnonzero(test(data).reshape(len(data), -1).any(axis=1))
+        )
+        assert places == expected, code
+        assert finding(report, code).values == sum(int(test(d).sum()) for d in arrays.values())

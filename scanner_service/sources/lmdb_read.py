@@ -194,6 +194,10 @@ class _Reader:
         self.first = unhex(spec["first"])
         self.cap = self.config.max_locations
         self.keys: Any = _Keys(self.txn, self.first, self.start) if self.txn is not None else None
+        self.recent: list[bytes] = []
+        """Keys of the records read since the last flush, from ``recent_start`` on, where a loop keeps them
+        (``remember``): its items' places are looked up there, not walked to with a cursor."""
+        self.recent_start = self.start
         self.shapes: dict[str, int] = {}
         self.samples: dict[str, list[Location]] = {}
         self.sampled: dict[str, int] = {}
@@ -225,7 +229,17 @@ class _Reader:
         """The key of the record at ``pos`` of this shard, looked up afterwards."""
         if self.pages is not None:
             return self.pages.key(pos - self.start)
+        i = pos - self.recent_start
+        if 0 <= i < len(self.recent):
+            return self.recent[i]
         return self.keys.key(pos)  # type: ignore[no-any-return]
+
+    def remember(self, pos: int, key: bytes) -> None:
+        """Keep the key of the record at ``pos``, the one after the last kept (until the next flush)."""
+        if pos != self.recent_start + len(self.recent):  # not the next one (never, reading in order): start over
+            self.recent.clear()
+            self.recent_start = pos
+        self.recent.append(key)
 
     def mark(self, pos: int) -> None:
         """Remember the key of the record the loop is at (cheap lookups near it later)."""
@@ -446,6 +460,8 @@ class _Reader:
         )
         self.shapes, self.samples = {}, {}
         self.tallied, self.accounted, self.nbytes = end, 0, 0
+        del self.recent[: max(0, end - self.recent_start)]  # the items of those records are out
+        self.recent_start = max(self.recent_start, end)
 
     def blocks(self, end: int) -> Iterator[Any]:
         return iter(())
@@ -1265,6 +1281,8 @@ class _MsgpackReader(_NumericReader):
         since = self.start
         for pos, value in it:
             key = self.key(pos)
+            if key is not None:  # every label run's first and last record is located (at every unlabelled one)
+                self.remember(pos, key)
             try:
                 record = read_record(value)
             except MsgpackError as exc:

@@ -246,19 +246,8 @@ def _summarize(block: NumericBlock, moments: dict[str, Moments]) -> BlockSummary
         else:
             sums = view.sum(axis=(0, 2), dtype=view.dtype).astype(np.float64)
             squares = np.einsum("ncj,ncj->c", view, view).astype(np.float64)
-        per = view.shape[0] * view.shape[2]
-        mean = sums / per
-        overflow = ~(np.isfinite(sums) & np.isfinite(squares))
-        constant = (lo == hi) & ~overflow
-        ill = overflow | ((squares / per - mean * mean < ILL_CONDITIONED * squares / per) & ~constant)
-        well = ~ill & ~constant
-        acc.n[sl] += np.where(well, per, 0)
-        acc.s1[sl] += np.where(well, sums, 0.0)
-        acc.s2[sl] += np.where(well, squares, 0.0)
-        if constant.any():
-            acc.constant(sl, lo.astype(np.float64), per, constant)
-        if ill.any():
-            acc.shifted(sl, view, None, ill)
+        count = np.full(len(lo), view.shape[0] * view.shape[2])
+        _fold(acc, sl, view, None, lo, hi, sums, squares, count, np.zeros(len(lo), dtype=bool))
     else:
         lo, hi, nan_at, inf_at = _non_finite(acc, sl, values, view, flat, (meta.channel_axis or 0) > 1)
     np.minimum(acc.lo[sl], lo, out=acc.lo[sl])
@@ -329,6 +318,30 @@ def _non_finite(
         sums = work.sum(axis=(0, 2))
         squares = np.einsum("ncj,ncj->c", work, work)
     del work, line
+    _fold(acc, sl, view, finite, lo, hi, sums, squares, count, empty)
+    if not sparse:
+        return lo, hi, None, None
+    if transposed:  # the checks name places in the block's own order
+        bad = np.flatnonzero(~np.isfinite(values))
+        is_nan = np.isnan(values.reshape(-1)[bad])
+    return lo, hi, bad[is_nan], bad[~is_nan]
+
+
+def _fold(
+    acc: Moments,
+    sl: slice,
+    view: np.ndarray[Any, Any],
+    mask: np.ndarray[Any, Any] | None,
+    lo: np.ndarray[Any, Any],
+    hi: np.ndarray[Any, Any],
+    sums: np.ndarray[Any, Any],
+    squares: np.ndarray[Any, Any],
+    count: np.ndarray[Any, Any],
+    empty: np.ndarray[Any, Any],
+) -> None:
+    """Fold a block's per-channel sums of its ``count`` values into ``acc``: plain sums where they are well
+    conditioned, a constant channel's one value ``count`` times, the shifted path (over the values ``mask``
+    keeps; None: all) where the sums cancel or overflow; nothing for the channels ``empty`` (no value)."""
     per = np.maximum(count, 1)
     mean = sums / per
     overflow = ~(np.isfinite(sums) & np.isfinite(squares)) & ~empty
@@ -341,13 +354,10 @@ def _non_finite(
     if constant.any():
         acc.constant(sl, lo.astype(np.float64), count, constant)
     if ill.any():
-        acc.shifted(sl, view, finite, ill, candidates=lo.astype(np.float64))
-    if not sparse:
-        return lo, hi, None, None
-    if transposed:  # the checks name places in the block's own order
-        bad = np.flatnonzero(~np.isfinite(values))
-        is_nan = np.isnan(values.reshape(-1)[bad])
-    return lo, hi, bad[is_nan], bad[~is_nan]
+        if mask is None:
+            acc.shifted(sl, view, None, ill)
+        else:  # NaN in row 0: a finite reference
+            acc.shifted(sl, view, mask, ill, candidates=lo.astype(np.float64))
 
 
 def _patch(line: np.ndarray[Any, Any], work: np.ndarray[Any, Any], bad: Any, value: float) -> None:

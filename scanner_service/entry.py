@@ -11,15 +11,19 @@ small HDF5 datasets walk its per-dataset plan and statistics, which live to the 
 garbage, a dozen times: 1.3 s of 9.4, measured). ``import scanner_service.cli`` as a library leaves the
 collector alone.
 
-Ctrl-C while the command is imported ends the process as during a scan: one line, status 130. The signal can
-land inside a callback Python runs for the import machinery (a module lock's weak reference), where the
-interpreter does not raise it but prints it as "Exception ignored" with a traceback and goes on with the
-import; such an interrupt is noted by a ``sys.unraisablehook`` instead and honoured once the imports end.
+Ctrl-C while the command is imported ends the process as during a scan: one line, status 130. Python raises
+the interrupt wherever the import is, and not always as KeyboardInterrupt: inside a callback of the import
+machinery (a module lock's weak reference) it is printed as "Exception ignored" with a traceback and the
+import goes on; numpy's extensions print it (``PyErr_Print``: a traceback) and raise "ImportError:
+_multiarray_umath failed to import" instead. So while the imports run, SIGINT is noted by a handler of this
+module, interrupts printed through ``sys.unraisablehook`` or ``sys.excepthook`` are kept quiet, and whatever the
+imports end with after a SIGINT is taken for the interrupt.
 """
 
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 from typing import Any
 
@@ -33,26 +37,37 @@ def _interrupted() -> SystemExit:
 
 
 def run() -> None:
-    swallowed: list[BaseException] = []
-    default_hook = sys.unraisablehook
+    interrupted = False
+    default_hook, default_excepthook = sys.unraisablehook, sys.excepthook
 
-    def note_interrupt(unraisable: Any) -> None:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            swallowed.append(unraisable.exc_value)
-        else:
+    def on_sigint(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        interrupted = True
+        raise KeyboardInterrupt
+
+    def quiet_interrupt(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
             default_hook(unraisable)
 
+    def quiet_print(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        if not issubclass(kind, KeyboardInterrupt):
+            default_excepthook(kind, value, tb)
+
     gc.disable()
-    sys.unraisablehook = note_interrupt
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    sys.unraisablehook, sys.excepthook = quiet_interrupt, quiet_print
     try:
         from .cli import run as command
-    except KeyboardInterrupt:  # Ctrl-C while starting: the same end as during a scan, without a traceback
-        raise _interrupted() from None
+    except BaseException:
+        if interrupted:  # Ctrl-C while starting: the same end as during a scan, without a traceback
+            raise _interrupted() from None
+        raise
     finally:
-        sys.unraisablehook = default_hook
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook, sys.excepthook = default_hook, default_excepthook
         gc.freeze()
         gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
         gc.enable()
-    if swallowed:
+    if interrupted:  # (raised where nobody saw it)
         raise _interrupted()
     command()

@@ -734,18 +734,26 @@ def test_ctrl_c_while_dscan_starts_is_no_traceback(clean: Path, library: str) ->
     assert proc.returncode in (130, 1), (proc.returncode, stderr)
 
 
-_INTERRUPT_IN_IMPORT_CALLBACK = """
+_INTERRUPT_IN_IMPORT = """
+import signal
 import sys
 
 class Interrupted:
     def __del__(self):
-        raise KeyboardInterrupt
+        signal.raise_signal(signal.SIGINT)
 
 class Finder:
     def find_spec(self, name, path=None, target=None):
-        if name == "scanner_service.cli":
-            Interrupted()  # Ctrl-C inside a callback: Python hands it to sys.unraisablehook, not to the caller
-        return None
+        if name != "scanner_service.cli":
+            return None
+        if sys.argv[2] == "callback":
+            Interrupted()  # Python hands a KeyboardInterrupt raised here to sys.unraisablehook, not to the caller
+            return None
+        try:  # numpy's extensions print the interrupt (PyErr_Print) and raise an ImportError instead
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            sys.excepthook(*sys.exc_info())
+            raise ImportError("_multiarray_umath failed to import") from None
 
 sys.meta_path.insert(0, Finder())
 from scanner_service.entry import run
@@ -754,12 +762,14 @@ run()
 """
 
 
-def test_ctrl_c_in_an_import_callback_still_ends_dscan(clean: Path) -> None:
-    """Ctrl-C that lands in a callback of the import machinery (a module lock's weak reference) is not raised
-    by Python: it printed "Exception ignored ... Traceback ... KeyboardInterrupt" and the scan went on. It ends
-    dscan as any Ctrl-C while starting: one line, status 130."""
+@pytest.mark.parametrize("where", ["callback", "import-error"])
+def test_ctrl_c_that_python_does_not_raise_as_such_still_ends_dscan(clean: Path, where: str) -> None:
+    """Ctrl-C in a callback of the import machinery (a module lock's weak reference) is not raised: Python
+    printed "Exception ignored ... Traceback ... KeyboardInterrupt" and the scan went on. numpy's extensions
+    print it with its traceback and raise "ImportError: _multiarray_umath failed to import". Either ends dscan
+    as any Ctrl-C while starting: one line, status 130."""
     proc = subprocess.run(
-        [sys.executable, "-c", _INTERRUPT_IN_IMPORT_CALLBACK, str(clean)],
+        [sys.executable, "-c", _INTERRUPT_IN_IMPORT, str(clean), where],
         capture_output=True,
         text=True,
         timeout=120,

@@ -21,7 +21,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lmdb
 
@@ -57,6 +57,9 @@ from .lmdb_read import (
 )
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
 from .walk import Outside
+
+if TYPE_CHECKING:
+    from ..records.msgpacked import MsgpackRecord
 
 SAMPLE = 32
 """Values sampled to detect the decoder."""
@@ -182,11 +185,13 @@ class LmdbSource(Source):
 
                 partial.info["lmdb.datum_parser"] = protobuf_backend()
                 label_tally(partial, LABEL_STREAM, "i", self.config.run_threshold).path = rel
-            if decoder.name == "msgpack" and _labelled(forward.sample or []):
+            sample = forward.sample or []
+            records = decoder.name == "msgpack" or (decoder.name == PICKLE and _plain_pickles(sample))
+            if records and _labelled(sample, decoder.name):
                 label_tally(partial, LABEL_STREAM, "i", self.config.run_threshold).path = rel
-            if decoder.name != PICKLE:
+            if decoder.name != PICKLE or records:
                 shards = planner.shards(str(decoder), size)
-            if decoder.name == "msgpack" and _all_labelled(forward.sample or []):
+            if records and _all_labelled(sample, decoder.name):
                 for shard in shards:  # a record without one is then a record the loader fails on
                     shard.spec["labelled"] = True
         return Plan(source=info, shards=shards, partial=partial)
@@ -270,6 +275,8 @@ class LmdbSource(Source):
             where = Location(path=rel, key=key_text(first), index=0 if planner.head else None, detail=detail)
             partial.add_many("R001", planner.walked, planner.walked, [where])
             return None, ""
+        if found.decoder.name == PICKLE and _plain_pickles(forward.sample):
+            return found.decoder, f"{found.describe()}; plain data, loaded with every global refused"
         if found.decoder.name == PICKLE:
             from ..records.pickles import describe, pickle_protocol
 
@@ -281,8 +288,9 @@ class LmdbSource(Source):
                 key=key_text(sample),
                 index=pos,
                 detail=(
-                    f"the values are pickled Python objects ({describe(protocol)}; {found.describe()}); "
-                    f"dscan never unpickles, so none of the {count:,} records was scanned"
+                    f"the values are pickled Python objects ({describe(protocol)}; {found.describe()}) that need "
+                    "globals (numpy arrays, classes: loading them runs code) or hold no image: dscan loads only "
+                    f"pickles of plain data, so none of the {count:,} records was scanned"
                 ),
             )
             partial.add_many("R005", count, count, [where])
@@ -336,7 +344,7 @@ class LmdbSource(Source):
 
     def read(self, shard: Shard) -> Iterator[Any]:
         spec = shard.spec
-        decoder = parse_decoder(spec["decoder"])
+        decoder = Decoder(PICKLE) if spec["decoder"] == PICKLE else parse_decoder(spec["decoder"])  # detected only
         if decoder.name == "datum" and spec.get("leaves"):
             pages = _Pages.open(self.data_file, spec)
             if pages is not None:
@@ -374,25 +382,54 @@ Range = tuple[int, int, bytes, bytes]
 """(position, records, first key, last key) of a stretch of consecutive keys, in key order."""
 
 
-def _labels_sampled(sample: list[bytes]) -> list[bool]:
-    """For each sampled msgpack record: whether it carries a class label beside its image."""
-    from ..records.msgpacked import MsgpackError, is_number, read_record
+def _sampled_records(sample: list[bytes], decoder: str) -> list[MsgpackRecord]:
+    """The records the sampled values hold (msgpack records, or pickles of plain data) with an encoded image or an
+    array (not a writer's ``__keys__`` or ``__len__``)."""
+    from ..records import msgpacked, pickles
 
+    read = pickles.read_record if decoder == PICKLE else msgpacked.read_record
     out = []
     for value in sample:
-        with contextlib.suppress(MsgpackError):
-            out.append(is_number(read_record(value).label))
-    return out
+        with contextlib.suppress(msgpacked.MsgpackError, pickles.PickleDamaged, pickles.PickleRefused):
+            out.append(read(value))
+    return [r for r in out if r.image is not None or r.array is not None]
 
 
-def _labelled(sample: list[bytes]) -> bool:
-    """Whether sampled msgpack records carry class labels beside their images."""
-    return any(_labels_sampled(sample))
+def _plain_pickles(sample: list[bytes]) -> bool:
+    """Whether the sampled pickles hold plain data (an encoded image or an array, and a label), read with every
+    global refused, at least as often as they need a global (a numpy array, a class: not read)."""
+    from ..records.pickles import PickleDamaged, PickleRefused, pickle_protocol, read_record
+
+    read = refused = 0
+    for value in sample:
+        if pickle_protocol(value) is None:
+            continue
+        try:
+            record = read_record(value)
+        except PickleRefused:
+            refused += 1
+            continue
+        except PickleDamaged:
+            continue
+        read += record.image is not None or record.array is not None  # not the writer's __keys__ or __len__
+    return read > 0 and read >= refused
 
 
-def _all_labelled(sample: list[bytes]) -> bool:
-    """Whether every sampled msgpack record carries a class label (then one without is a damaged record)."""
-    found = _labels_sampled(sample)
+def _labels_sampled(sample: list[bytes], decoder: str) -> list[bool]:
+    """For each sampled record: whether it carries a class label beside its image."""
+    from ..records.msgpacked import is_number
+
+    return [is_number(record.label) for record in _sampled_records(sample, decoder)]
+
+
+def _labelled(sample: list[bytes], decoder: str) -> bool:
+    """Whether sampled records (msgpack, plain pickles) carry class labels beside their images."""
+    return any(_labels_sampled(sample, decoder))
+
+
+def _all_labelled(sample: list[bytes], decoder: str) -> bool:
+    """Whether every sampled record carries a class label (then one without is a damaged record)."""
+    found = _labels_sampled(sample, decoder)
     return bool(found) and all(found)
 
 

@@ -28,12 +28,13 @@ import numpy as np
 from ..items import DatasetMeta, EncodedImage, LabelBlock, Note, NumericBlock, ReadFailure
 from ..location import Location
 from ..numbered import COUNT_KEY, PREFIXES, Numbering
-from ..records import Decoder, RecordTally
+from ..records import PICKLE, Decoder, RecordTally
 from ..records.detect import short_text
 from ..statistics import channel_layout, complex_parts
 from .lmdb_pages import BAD_NODE, DAMAGE, Records, check_overflow, is_database_record, leaf_records, read_leaves
 
 if TYPE_CHECKING:
+    from ..records.msgpacked import MsgpackRecord
     from .lmdb import LmdbSource
 
 BLOCK_RECORDS = 1 << 16
@@ -174,6 +175,9 @@ def _next_position(it: Any, default: int) -> int:
 class _Reader:
     """Reads one shard: the key range, the record loop, and what every decoder's reader shares."""
 
+    reads_pickles = False
+    """Whether the reader loads pickles of plain data (then only a pickle it refuses is pickled-records)."""
+
     def __init__(
         self, source: LmdbSource, env: Any, spec: dict[str, Any], decoder: Decoder, pages: _Pages | None = None
     ) -> None:
@@ -271,11 +275,11 @@ class _Reader:
         return ReadFailure(code, where, items=1, nbytes=len(value) if value else 0)
 
     def bad_value(
-        self, pos: int, key: bytes | memoryview | None, value: bytes | memoryview, why: str
+        self, pos: int, key: bytes | memoryview | None, value: bytes | memoryview, why: str, refused: bool = False
     ) -> ReadFailure | Note:
-        """A value the decoder refuses: pickled-records when it is a pickle, a note when it is the record of a
-        named database (``env.open_db(name)`` keeps one in the main database, beside the records), else
-        record-invalid."""
+        """A value the decoder refuses: pickled-records when it is a pickle that was not read (``refused``: one
+        that needs a global, which the reason ``why`` names), a note when it is the record of a named database
+        (``env.open_db(name)`` keeps one in the main database, beside the records), else record-invalid."""
         from ..records.pickles import describe, pickle_protocol
 
         own = self.bookkeeping(pos, key, value)
@@ -288,8 +292,9 @@ class _Reader:
             return Note(info={f"lmdb.named_database {name}": detail}, items=1, nbytes=len(value))
 
         protocol = pickle_protocol(value)
-        if protocol is not None:
-            detail = f"a pickled Python object ({describe(protocol)}): not unpickled, not scanned"
+        if protocol is not None and (refused or not self.reads_pickles):
+            reason = f" that {why}" if refused else ""
+            detail = f"a pickled Python object ({describe(protocol)}){reason}: not unpickled, not scanned"
             return self.failure("R005", pos, key, detail, value)
         return self.failure("R001", pos, key, f"{why} ({len(value)} bytes)", value)
 
@@ -1275,8 +1280,17 @@ class _MsgpackReader(_NumericReader):
     (msgpack-numpy's encoding, or bare pixels with their shape) goes, batched by dtype and shape, to the numeric
     checks; the labels go to the label checks."""
 
+    kind = "msgpack"
+
+    def read_record(self, value: bytes | memoryview) -> MsgpackRecord:
+        """The record a value holds; MsgpackError when it holds none."""
+        from ..records.msgpacked import read_record
+
+        return read_record(value)
+
     def loop(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
-        from ..records.msgpacked import MsgpackError, read_record
+        from ..records.msgpacked import MsgpackError
+        from ..records.pickles import PickleDamaged, PickleRefused
 
         since = self.start
         for pos, value in it:
@@ -1284,14 +1298,14 @@ class _MsgpackReader(_NumericReader):
             if key is not None:  # every label run's first and last record is located (at every unlabelled one)
                 self.remember(pos, key)
             try:
-                record = read_record(value)
-            except MsgpackError as exc:
+                record = self.read_record(value)
+            except (MsgpackError, PickleDamaged, PickleRefused) as exc:
                 self.labels.append(NO_LABEL)
-                yield self.bad_value(pos, key, value, str(exc))
+                yield self.bad_value(pos, key, value, str(exc), refused=isinstance(exc, PickleRefused))
                 continue
             if record.image is None and record.array is None:
                 self.labels.append(NO_LABEL)
-                yield self.bad_value(pos, key, value, "a msgpack record without an encoded image or an array")
+                yield self.bad_value(pos, key, value, f"a {self.kind} record without an encoded image or an array")
                 continue
             label = yield from self._label(pos, key, record.label)
             self.labels.append(label if label is not None else NO_LABEL)
@@ -1345,6 +1359,19 @@ class _MsgpackReader(_NumericReader):
         yield from self._label_blocks()
 
 
+class _PickleReader(_MsgpackReader):
+    """Pickles of plain data (``records/pickles.py``: ImageFolderLMDB's ``(jpeg_bytes, label)``), loaded with
+    every global refused, and read as msgpack records are; a pickle that needs a global is pickled-records."""
+
+    kind = "pickled"
+    reads_pickles = True
+
+    def read_record(self, value: bytes | memoryview) -> MsgpackRecord:
+        from ..records.pickles import read_record
+
+        return read_record(value)
+
+
 def _class_name(label: Any) -> str | None:
     """A label stored as text (``"dog"``), which the label checks leave out, as the class name it is."""
     if isinstance(label, bytes):
@@ -1358,4 +1385,5 @@ READERS: dict[str, type[_Reader]] = {
     "raw": _NumericReader,
     "image": _ImageReader,
     "msgpack": _MsgpackReader,
+    PICKLE: _PickleReader,
 }

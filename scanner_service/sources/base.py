@@ -7,11 +7,12 @@ source means the dataset cannot be scanned at all (``SourceError``).
 
 from __future__ import annotations
 
+import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +21,27 @@ from ..location import Location
 from ..partial import Partial
 from ..text import Text
 from .walk import Outside, fence
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class Rows:
+    """``rows`` and ``row_bytes`` of an array known by its ``shape`` and ``dtype`` (a 0-d array is one row): the
+    planning records of the array formats (HDF5 datasets, NumPy arrays) derive from it."""
+
+    __slots__ = ()
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    @property
+    def row_bytes(self) -> int:
+        return int(math.prod(self.shape[1:])) * self.dtype.itemsize if self.shape else self.dtype.itemsize
+
 
 Item = Any
 """One of the item classes of ``scanner_service.items`` (or a format's own, with a ``kind``)."""

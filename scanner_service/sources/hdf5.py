@@ -40,7 +40,7 @@ from ..partial import Partial, merge
 from ..records.image import image_format
 from ..statistics import channel_layout, complex_parts
 from ..text import printable
-from .base import Plan, Shard, Source, SourceInfo, pack_segments, segment_shard
+from .base import Plan, Rows, Shard, Source, SourceInfo, pack_segments, segment_shard
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
 from .hdf5_roles import SHOWN as ROLES_SHOWN
@@ -235,7 +235,7 @@ class _FilePlan:
 
 
 @dataclass(slots=True)
-class _Dataset:
+class _Dataset(Rows):
     name: str
     """As locations name it: the dataset's path, and for a field of a compound dataset ``/t['x']``."""
     shape: tuple[int, ...]
@@ -252,14 +252,6 @@ class _Dataset:
     onehot: bool = False
     """An N×K dataset named like labels: also read as rows of 0/1 labels (one-hot, multi-hot); booleans only so
     (``is_label`` set too: no data to scan)."""
-
-    @property
-    def rows(self) -> int:
-        return self.shape[0] if self.shape else 1
-
-    @property
-    def row_bytes(self) -> int:
-        return int(math.prod(self.shape[1:])) * self.dtype.itemsize if self.shape else self.dtype.itemsize
 
 
 def object_name(name: str | bytes) -> str:

@@ -48,7 +48,7 @@ from ..labels import is_onehot_shape, label_tally
 from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout, complex_parts
-from .base import Plan, Shard, Source, SourceInfo, pack_segments, segment_shard
+from .base import Plan, Rows, Shard, Source, SourceInfo, pack_segments, segment_shard
 from .naming import LABEL_NAMES, is_label_name, split_folder, split_of, split_stream
 from .npy_files import NPY_MAGIC, ZIP_MAGIC, folder_arrays, is_numpy_source
 from .npy_zip import METHODS, Member, MemberStream, listed_members, recovered_members
@@ -182,7 +182,7 @@ def columns(
 
 
 @dataclass(slots=True)
-class _Array:
+class _Array(Rows):
     """One array, as planning found it."""
 
     rel: str
@@ -197,14 +197,6 @@ class _Array:
     """Where the data starts: in the file, or in the member's bytes."""
     zipped: Member | None = None
     cols: list[_Column] = field(default_factory=list)
-
-    @property
-    def rows(self) -> int:
-        return self.shape[0] if self.shape else 1
-
-    @property
-    def row_bytes(self) -> int:
-        return int(math.prod(self.shape[1:])) * self.dtype.itemsize if self.shape else self.dtype.itemsize
 
     @property
     def group(self) -> str:

@@ -46,9 +46,9 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-def counted(n: int, noun: str) -> str:
-    """``n`` and the noun, plural unless one: '1 item', '2,300 items', '0 errors'."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun, plural unless one: '1 item', '2,300 items', '0 errors', '1 class', '3 classes'."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def notes(report: Report) -> list[str]:

@@ -48,7 +48,8 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
         if lab.kind != "classes" or not lab.histogram:
             continue
         console.print()
-        title = f"labels {lab.dataset or lab.path}: {lab.total:,} labels, {lab.distinct} classes"
+        counts = f"{counted(lab.total, 'label')}, {counted(lab.distinct, 'class', 'classes')}"
+        title = f"labels {lab.dataset or lab.path}: {counts}"
         if lab.imbalance_ratio:
             title += f", imbalance {lab.imbalance_ratio:.1f}x"
         console.print(Text(title, style="bold"))  # above the table, not its title: a narrow table would wrap it

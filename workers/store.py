@@ -211,33 +211,55 @@ end
 return {1, cur}
 """
 
-_PROGRESS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+_ADVANCE = """
+local function advance(shard, items, nbytes)
+  local fi, fb = shard .. ':i', shard .. ':b'
+  local oi = tonumber(redis.call('HGET', KEYS[2], fi) or '0')
+  local ob = tonumber(redis.call('HGET', KEYS[2], fb) or '0')
+  if items > oi then
+    redis.call('HSET', KEYS[2], fi, items)
+    redis.call('HINCRBY', KEYS[1], 'items_done', items - oi)
+  end
+  if nbytes > ob then
+    redis.call('HSET', KEYS[2], fb, nbytes)
+    redis.call('HINCRBY', KEYS[1], 'bytes_done', nbytes - ob)
+  end
+end
+"""
+"""A shard's items and bytes done are the most any of its deliveries reached: a new delivery of a shard whose
+worker died starts its count at 0 again, and the job's progress stands still until it passes the old one
+(it went back: a bar at 40% fell to 3%), never counting the shard twice."""
+
+_ACTIVE = "local status = redis.call('HGET', KEYS[1], 'status')\n"
+_ENDED = "if status ~= 'queued' and status ~= 'running' then return {gone} end\n"
+"""An ended job's record never changes again: shards still finishing their block after a cancel do not move
+its numbers, and a job that vanished (expired, Redis emptied) is not recreated as a bare counter hash."""
+
+_PROGRESS = (
+    _ADVANCE
+    + _ACTIVE
+    + _ENDED.format(gone=0)
+    + """
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return 0 end
-local fi, fb = ARGV[1] .. ':i', ARGV[1] .. ':b'
-local oi = tonumber(redis.call('HGET', KEYS[2], fi) or '0')
-local ob = tonumber(redis.call('HGET', KEYS[2], fb) or '0')
-redis.call('HSET', KEYS[2], fi, ARGV[2], fb, ARGV[3])
-redis.call('HINCRBY', KEYS[1], 'items_done', tonumber(ARGV[2]) - oi)
-redis.call('HINCRBY', KEYS[1], 'bytes_done', tonumber(ARGV[3]) - ob)
+advance(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
 redis.call('EXPIRE', KEYS[2], ARGV[4])
 return 1
 """
+)
 
-_COMPLETE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+_COMPLETE = (
+    _ADVANCE
+    + _ACTIVE
+    + _ENDED.format(gone=-1)
+    + """
 if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return 0 end
-local fi, fb = ARGV[1] .. ':i', ARGV[1] .. ':b'
-local oi = tonumber(redis.call('HGET', KEYS[2], fi) or '0')
-local ob = tonumber(redis.call('HGET', KEYS[2], fb) or '0')
-redis.call('HSET', KEYS[2], fi, ARGV[3], fb, ARGV[4])
-redis.call('HINCRBY', KEYS[1], 'items_done', tonumber(ARGV[3]) - oi)
-redis.call('HINCRBY', KEYS[1], 'bytes_done', tonumber(ARGV[4]) - ob)
+advance(ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]))
 if ARGV[1] ~= 'plan' then redis.call('HINCRBY', KEYS[1], 'shards_done', 1) end
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 redis.call('EXPIRE', KEYS[3], ARGV[5])
 return 1
 """
+)
 
 
 def connect(settings: Settings) -> redis.Redis[str]:
@@ -501,15 +523,17 @@ class Store:
         return dict(self.redis.hgetall(self.job_key(job_id, "running")))
 
     def progress(self, job_id: str, shard: str, items: int, nbytes: int) -> None:
-        """Record the items and bytes done so far by the current delivery of ``shard`` (absolute values,
-        so a redelivered shard restarts its own count instead of adding to the job's twice)."""
+        """Record the items and bytes done so far by the current delivery of ``shard`` (absolute values: a
+        redelivered shard is not counted twice, and the job's progress never goes back, see ``_ADVANCE``).
+        Nothing changes once the job has ended."""
         self._progress(
             keys=[self.job_key(job_id), self.job_key(job_id, "progress"), self.job_key(job_id, "partials")],
             args=[shard, int(items), int(nbytes), self.work_ttl],
         )
 
     def complete_shard(self, job_id: str, shard: str, partial_json: str, items: int, nbytes: int) -> bool:
-        """Store a shard's partial once; False if it was stored already (a redelivered shard)."""
+        """Store a shard's partial once; False if it was stored already (a redelivered shard) or the job has
+        ended (cancelled: the partial would never be merged)."""
         done = self._complete(
             keys=[self.job_key(job_id), self.job_key(job_id, "progress"), self.job_key(job_id, "partials")],
             args=[shard, partial_json, int(items), int(nbytes), self.work_ttl],

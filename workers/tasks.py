@@ -149,6 +149,10 @@ def plan_scan(job_id: str) -> None:
             log.exception("planning failed")
             end(st, job_id, JobStatus.FAILED, error=f"planning failed: {type(exc).__name__}: {exc}")
             return
+        if st.status(job_id) is not JobStatus.RUNNING:  # cancelled while planning: queue nothing, record nothing
+            log.info("job was cancelled while it was planned: its shards are not queued")
+            st.drop_work(job_id)
+            return
         try:
             dispatch(st, job_id, planned)
         except SoftTimeLimitExceeded:  # some shards may be queued: they see the job ended and do nothing

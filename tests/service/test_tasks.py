@@ -140,19 +140,66 @@ def test_a_time_limit_while_queueing_the_shards_fails_the_job(
     assert job.error is not None and "time limit" in job.error
 
 
+def test_a_scan_cancelled_while_it_is_planned_queues_no_shard(
+    tasks: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DELETE that lands while the plan task walks the dataset: the plan task went on to record the plan's
+    totals on the cancelled job (the status page showed "0 of 131,072 items" on it) and to queue every shard
+    task of it, each then waiting in the queue before other scans' shards only to return at once."""
+    path = tmp_path / "small.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("data", data=np.zeros((10, 4), np.float32))
+    st: Store = tasks.store()
+    job_id = uuid.uuid4().hex
+    st.create_job(job_id, path=str(path), target=str(path), options={}, callback_url=None, digest=None)
+    plan = engine.plan
+
+    def cancelled_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        assert st.cancel(job_id)[0]  # what the API's DELETE does, at this moment
+        return plan(*args, **kwargs)
+
+    monkeypatch.setattr(tasks.engine, "plan", cancelled_meanwhile)
+    tasks.plan_scan(job_id)
+    job = st.get_job(job_id)
+    assert job is not None and job.status is JobStatus.CANCELLED
+    assert job.kind is None and job.progress.shards_total == job.progress.items_total == 0, job
+    assert st.redis.hget(st.job_key(job_id), "dispatched") is None and st.load_plan(job_id) is None
+
+
 def test_progress_of_a_redelivered_shard_is_not_counted_twice(tasks: Any, tmp_path: Path) -> None:
     st: Store = tasks.store()
     job_id = running_job(st, tmp_path, {})
     st.progress(job_id, "3", 100, 4000)
     st.progress(job_id, "3", 250, 9000)
-    st.progress(job_id, "3", 40, 1000)  # a new delivery starts over
+    st.progress(job_id, "3", 40, 1000)  # a new delivery starts over: the job's progress does not go back
     job = st.get_job(job_id)
-    assert job is not None and (job.progress.items_done, job.progress.bytes_done) == (40, 1000)
+    assert job is not None and (job.progress.items_done, job.progress.bytes_done) == (250, 9000)
+    st.progress(job_id, "3", 260, 9500)  # ... and moves on once the new delivery passes the old one
+    job = st.get_job(job_id)
+    assert job is not None and (job.progress.items_done, job.progress.bytes_done) == (260, 9500)
     assert st.complete_shard(job_id, "3", Partial().model_dump_json(), 300, 12000)
     assert not st.complete_shard(job_id, "3", Partial().model_dump_json(), 300, 12000)
     st.progress(job_id, "3", 5, 5)  # a late duplicate after completion changes nothing
     job = st.get_job(job_id)
     assert job is not None and (job.progress.items_done, job.progress.shards_done) == (300, 1)
+
+
+def test_a_cancelled_job_keeps_the_progress_it_was_cancelled_at(tasks: Any, tmp_path: Path) -> None:
+    """Shards still reading when a scan is cancelled stop at their next block, and wrote their progress and
+    partials on the way: the cancelled scan's numbers kept moving on the status page (61 of 257 shards, then
+    62), against "ended jobs never change again"."""
+    st: Store = tasks.store()
+    job_id = running_job(st, tmp_path, {})
+    st.progress(job_id, "0", 10, 400)
+    assert st.cancel(job_id)[0]
+    before = st.get_job(job_id)
+    st.progress(job_id, "0", 20, 800)
+    st.progress(job_id, "1", 5, 200)
+    assert not st.complete_shard(job_id, "1", Partial().model_dump_json(), 30, 1200)
+    after = st.get_job(job_id)
+    assert before is not None and after is not None
+    assert after.progress == before.progress and after.progress.items_done == 10, after.progress
+    assert st.get_partial(job_id, "1") is None
 
 
 def test_settings_refuse_placeholders_and_missing_roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

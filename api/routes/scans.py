@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
+from pydantic import AfterValidator
 
 from scanner_service import checks
 from scanner_service.errors import DscanError
@@ -35,7 +36,10 @@ router = APIRouter(
     },
 )
 
-JobId = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="job id (32 hex digits)")]
+JobId = Annotated[
+    str, Path(pattern=r"^[0-9a-fA-F]{32}$", description="job id (32 hex digits)"), AfterValidator(str.lower)
+]
+"""An id copied in upper case (a log viewer, a spreadsheet) is the same id, as on the status page."""
 Format = Literal["json", "junit", "markdown", "text"]
 
 

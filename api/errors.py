@@ -99,12 +99,25 @@ def allowed_methods(request: Request) -> list[str]:
     return allowed
 
 
+def browser(request: Request) -> bool:
+    """Whether the client asked for HTML (a browser): it is answered with the site's pages, not JSON."""
+    return "text/html" in request.headers.get("accept", "")
+
+
 def install(app: FastAPI, settings: Settings) -> None:
     redis_where = settings.redis_display
 
-    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+    async def invalid(request: Request, exc: Exception) -> Response:
+        """422 naming every problem; a browser asking for a page with a bad query (``/?offset=-1``, a link
+        edited by hand) gets it as the site's error page, not as JSON."""
         assert isinstance(exc, RequestValidationError)
-        return refuse(request, [dict(e) for e in exc.errors()])
+        errors = [dict(e) for e in exc.errors()]
+        if browser(request) and not request.url.path.startswith("/api/"):
+            from .pages.routes import error_page
+
+            message = validation_message(errors).removeprefix("invalid request: ")
+            return error_page(request, 422, "Invalid address", f"This page's address is not valid: {message}.")
+        return refuse(request, errors)
 
     def refuse(request: Request, errors: list[dict[str, object]]) -> JSONResponse:
         """422 naming every problem; 401 first when the token is missing or wrong (a body FastAPI could not
@@ -144,8 +157,7 @@ def install(app: FastAPI, settings: Settings) -> None:
         problem = unparsable_body(exc)
         if problem is not None:
             return refuse(request, [problem])
-        browser = "text/html" in request.headers.get("accept", "")
-        if exc.status_code == 404 and browser and not request.url.path.startswith("/api/"):
+        if exc.status_code == 404 and browser(request) and not request.url.path.startswith("/api/"):
             from .pages.routes import error_page
 
             return error_page(

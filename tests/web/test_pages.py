@@ -193,6 +193,17 @@ def test_scan_pages_in_each_state(page_service: Service) -> None:
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}  # the API answers JSON
 
 
+def test_a_page_address_with_a_bad_query_is_an_error_page(page_service: Service) -> None:
+    """A link edited by hand (``/?offset=-1``) showed a browser a raw JSON 422."""
+    html = {"accept": "text/html,application/xhtml+xml"}
+    for query in ("offset=-1", "offset=abc", "status=" + "x" * 30):
+        r = get(page_service, f"/?{query}", headers=html)
+        assert r.status_code == 422 and r.headers["content-type"].startswith("text/html"), query
+        assert "Invalid address" in r.text and ("offset" in r.text or "status" in r.text), query
+    r = get(page_service, "/?offset=-1")  # a client that asks for no HTML: JSON, as before
+    assert r.status_code == 422 and "offset" in r.json()["detail"]
+
+
 # -- a real report ----------------------------------------------------------------------------------------
 
 

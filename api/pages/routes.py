@@ -27,6 +27,7 @@ from scanner_service import __version__, checks
 from scanner_service.config import ScanConfig
 from scanner_service.render import notes
 from scanner_service.report import Report
+from scanner_service.text import printable
 from workers.settings import Settings
 from workers.store import UNAVAILABLE, JobStatus
 
@@ -89,6 +90,7 @@ env.filters.update(
     duration=views.human_duration,
     number=views.human_number,
     percent=views.human_percent,
+    printable=printable,
     probability=views.probability,
     share=views.share,
     when=views.when,

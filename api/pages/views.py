@@ -23,6 +23,7 @@ from scanner_service.location import Location
 from scanner_service.render import NOTE_PREFIXES, NOTES
 from scanner_service.report import ClassRow, Finding, LabelReport, Report, Statistics
 from scanner_service.severity import Severity
+from scanner_service.text import printable
 
 from ..schemas import ScanView
 
@@ -134,12 +135,13 @@ def rates(view: ScanView) -> tuple[str, str]:
 
 
 def display_path(path: str, roots: Iterable[str]) -> str:
-    """A dataset path without the data root it lies in (``/data/train.h5`` under ``/data``: ``train.h5``)."""
+    """A dataset path without the data root it lies in (``/data/train.h5`` under ``/data``: ``train.h5``),
+    with control characters and bytes that are no UTF-8 spelled out as in the reports (``a\\x0ab``)."""
     for root in roots:
         prefix = root.rstrip("/") + "/"
         if path.startswith(prefix) and len(path) > len(prefix):
-            return path[len(prefix) :]
-    return path
+            return printable(path[len(prefix) :])
+    return printable(path)
 
 
 def eta(view: ScanView) -> str:

@@ -193,6 +193,16 @@ def test_scan_pages_in_each_state(page_service: Service) -> None:
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}  # the API answers JSON
 
 
+def test_a_path_with_a_control_character_is_spelled_out_as_in_the_reports(page_service: Service) -> None:
+    """A job's path with a newline was shown raw in the jobs list and on its page, where the report (and
+    the text report) spells it ``\\x0a``."""
+    job = seed_job(page_service, "odd\nname.h5", "failed", error="planning failed")
+    row = get(page_service, "/").text.split(f'data-id="{job}"')[1].split("</tr>")[0]
+    assert "odd\\x0aname.h5" in row and "odd\nname" not in row, row
+    page = get(page_service, f"/scans/{job}").text
+    assert "odd\\x0aname.h5" in page and "odd\nname" not in page
+
+
 def test_a_page_address_with_a_bad_query_is_an_error_page(page_service: Service) -> None:
     """A link edited by hand (``/?offset=-1``) showed a browser a raw JSON 422."""
     html = {"accept": "text/html,application/xhtml+xml"}

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .sniff import UNREADABLE, claimed_format, content, damaged_png_signature, sniff
+from .sniff import UNREADABLE, claimed_format, content, damaged_bmp_header, damaged_png_signature, sniff
 from .verdict import Verdict
 
 # The decoders (jpeg: simplejpeg; pillow: Pillow; png: ISA-L) are imported on the first image, so scans of
@@ -108,6 +108,10 @@ def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pi
     if certain:  # a web page, JSON, an archive ...: no decoder to ask
         verdict.format = None
         verdict.content = what
+        return
+    if damaged_bmp_header(data[:18], len(data), name):
+        verdict.format = "bmp"  # Pillow's BMP reader names the damage ("Unsupported BMP header type (41)")
+        _decoder("pillow").judge(data, verdict, max_pixels, fallback=True)
         return
     probe = Verdict()
     _decoder("pillow").judge(data, probe, max_pixels)

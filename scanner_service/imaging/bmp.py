@@ -59,6 +59,8 @@ def bmp_layout(data: Any) -> BmpLayout | None:
         bits, compression, image_size = _u16(data, 28), _u32(data, 30), _u32(data, 34)
     else:
         return None
+    if 0 < offset < 14 + header:
+        return BmpLayout(end=n, damage=_offset_inside(offset, 14 + header))
     if offset < 14 + header or width <= 0 or height == 0:
         return None  # (no offset: Pillow reads the pixels right after the palette; rare enough to leave open)
     damage = None
@@ -75,6 +77,16 @@ def bmp_layout(data: Any) -> BmpLayout | None:
     if 0 < n - end <= ALIGNMENT and not any(data[end:]):
         end = n
     return BmpLayout(end=end, damage=damage)
+
+
+def _offset_inside(offset: int, headers: int) -> str:
+    """The damage of a pixel offset (``bfOffBits``) that points into the headers, which end at ``headers``: Pillow
+    reads from there without a word, header bytes as pixels and every row shifted (ImageMagick refuses the file:
+    "improper image header"). Where the pixels end is then unknown: no trailing data is measured."""
+    return (
+        f"the pixel data offset {offset:,} points inside the headers, which end at byte {headers:,} (Pillow reads"
+        " header bytes as pixels: every row is shifted)"
+    )
 
 
 def _rle(data: Any, pos: int, width: int, height: int, rle4: bool) -> tuple[int, str | None]:

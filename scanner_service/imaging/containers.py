@@ -10,14 +10,16 @@ def gif_end(data: Any) -> tuple[int, str | None, str | None]:
     ends (no trailer), or a byte that starts no block (damage: a decoder stops there, and the frames after it
     are lost without an error). Third, a note on what Pillow skips between blocks, reading every frame after
     it, and giflib refuses: runs of zero bytes (an encoder's stray block terminators), and the header of a
-    second GIF appended to a first that lacks its trailer (Pillow reads its frames as more frames)."""
+    second GIF appended to a first that lacks its trailer (Pillow reads its frames as more frames). An image
+    whose LZW minimum code size is 0 is damage too, named where the block structure holds (a broken structure
+    explains more: the frames lost)."""
     n = len(data)
     if n < 13:
         return -1, "the file ends inside the GIF header", None
     packed = data[10]
     pos = 13 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)
     stray = 0
-    first_stray = appended = -1
+    first_stray = appended = blank = -1
     while pos < n:
         block = data[pos]
         skip = _appended_header(data, pos) if block == 0x47 else 0  # "G"
@@ -40,14 +42,17 @@ def gif_end(data: Any) -> tuple[int, str | None, str | None]:
                 block = data[pos]
         note = _stray_note(stray, first_stray, appended)
         if block == 0x3B:
-            return pos + 1, None, note
+            return (pos + 1, None, note) if blank < 0 else (-1, _no_code_size(blank), note)
         if block == 0x21:
             pos += 2
         elif block == 0x2C:
             if pos + 10 > n:
-                return -1, NO_TRAILER, note
+                return -1, NO_TRAILER if blank < 0 else _no_code_size(blank), note
             local = data[pos + 9]
-            pos += 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0) + 1  # descriptor, palette, LZW size
+            start, pos = pos, pos + 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0)  # descriptor, palette
+            if pos < n and data[pos] == 0 and blank < 0:
+                blank = start
+            pos += 1  # the LZW minimum code size
         else:
             return (
                 -1,
@@ -60,7 +65,16 @@ def gif_end(data: Any) -> tuple[int, str | None, str | None]:
             pos += 1 + size
             if size == 0:
                 break
-    return -1, NO_TRAILER, _stray_note(stray, first_stray, appended)
+    return -1, NO_TRAILER if blank < 0 else _no_code_size(blank), _stray_note(stray, first_stray, appended)
+
+
+def _no_code_size(image: int) -> str:
+    """The damage of an image whose LZW minimum code size is 0 (a writer's is 2 to 8): Pillow decodes it without
+    an error into a blank frame, every pixel palette index 0; gifsicle and ImageMagick refuse the file."""
+    return (
+        f"damaged GIF frame: the image at byte {image:,} declares an LZW minimum code size of 0 (Pillow decodes"
+        " it as a blank frame, every pixel palette index 0; gifsicle and ImageMagick refuse it)"
+    )
 
 
 def _appended_header(data: Any, pos: int) -> int:

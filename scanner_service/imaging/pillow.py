@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import re
 import warnings
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from PIL import Image, UnidentifiedImageError
 from . import tiff_log
 from .bmp import bmp_layout
 from .containers import NO_TRAILER, gif_end, riff_end
+from .ico import ico_damage
 from .sniff import FORMAT_BY_PILLOW, PILLOW_FORMAT, trailing_kind
 from .tiff_log import TiffLog
 from .tiff_strips import deflate_damage
@@ -45,6 +47,12 @@ UNUSUAL_MODES = {
     "HSV": "HSV pixels (not RGB)",
 }
 ORIENTATION_TAG = 0x0112
+
+logging.getLogger("PIL").addHandler(logging.NullHandler())
+"""Pillow logs what it refuses in a file ("More samples per pixel than can be decoded: 43779", at level
+ERROR) before it raises: with no handler configured, Python's last-resort handler printed each line to
+standard error, in the middle of the report, once per attempt to open the file. The reason is in the
+exception, which is the verdict; a program that configures logging still gets the records."""
 
 
 @contextmanager
@@ -233,6 +241,10 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
                 verdict.constant = _constant(im)
         if verdict.format == "tiff":
             _directory_loop(im, verdict)
+        elif verdict.format == "ico" and not fallback and hasattr(im, "ico"):
+            ico_damage(data, im, verdict, max_pixels)
+            if verdict.error is not None or verdict.bomb is not None:
+                return
         if frames > 1:
             im.seek(first)
         if verdict.mode == "P" and "transparency" in im.info:

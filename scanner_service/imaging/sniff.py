@@ -266,6 +266,18 @@ def damaged_png_signature(head: bytes | memoryview) -> str | None:
     return f"damaged PNG signature ({h[:8].hex(' ')}; a PNG starts 89 50 4e 47 0d 0a 1a 0a): bytes {hint}"
 
 
+def damaged_bmp_header(head: bytes | memoryview, size: int, name: str) -> bool:
+    """Whether content starting with ``head`` (``size`` bytes in all) is a BMP whose info header is damaged:
+    it starts with BMP's ``BM`` but ``sniff`` finds no info header size it knows, and the file claims to be a
+    BMP (its extension, or the file size its header declares). Pillow's BMP reader takes any ``BM`` file and
+    names what is wrong ("Unsupported BMP header type (41)"): it is a corrupt BMP, not unknown data. (``BM``
+    alone is too weak a signature to name a BMP without the claim.)"""
+    h = bytes(head[:18])
+    if h[:2] != b"BM" or sniff(h) == "bmp":
+        return False
+    return claimed_format(name) == "bmp" or (len(h) >= 6 and int.from_bytes(h[2:6], "little") == size)
+
+
 def claimed_format(name: str) -> str | None:
     """The image format a file name's extension claims, None when it claims none (or no image)."""
     dot = name.rfind(".")

@@ -22,8 +22,10 @@ import sys
 import tempfile
 from types import TracebackType
 
-MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
-"""Classic and BigTIFF signatures, either byte order: only these files are decoded with descriptor 2 moved."""
+MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+", b"II\x00*", b"MM*\x00")
+"""Classic and BigTIFF signatures, either byte order, and the two whose version bytes are swapped, which
+Pillow's TIFF reader takes too (its ``PREFIXES``) and libtiff refuses with a message ("Not a TIFF file, bad
+version number 10752"): only these files are decoded with descriptor 2 moved."""
 
 KEPT = 3
 """libtiff messages kept in one finding (a damaged fax strip gives one per bad line); the rest are counted."""

@@ -172,6 +172,15 @@ def _next_position(it: Any, default: int) -> int:
         return default
 
 
+EXPECTED = {
+    "datum": "not a Datum protobuf",
+    "msgpack": "not a msgpack record",
+    "image": "not an image",
+    "npy": "not an .npy value",
+}
+"""What a value is not, by the decoder that expected it (a pickle found among the decoder's records)."""
+
+
 class _Reader:
     """Reads one shard: the key range, the record loop, and what every decoder's reader shares."""
 
@@ -277,9 +286,12 @@ class _Reader:
     def bad_value(
         self, pos: int, key: bytes | memoryview | None, value: bytes | memoryview, why: str, refused: bool = False
     ) -> ReadFailure | Note:
-        """A value the decoder refuses: pickled-records when it is a pickle that was not read (``refused``: one
-        that needs a global, which the reason ``why`` names), a note when it is the record of a named database
-        (``env.open_db(name)`` keeps one in the main database, beside the records), else record-invalid."""
+        """A value the decoder refuses: pickled-records when it is a pickle the pickle decoder refused to load
+        (``refused``: one that needs a global, which the reason ``why`` names), a note when it is the record of a
+        named database (``env.open_db(name)`` keeps one in the main database, beside the records), else
+        record-invalid: also a pickle among the records of another decoder (a Datum database), which the
+        database's own reader (Caffe's Data layer, a Datum or msgpack loader) fails on, a crash, not a record
+        merely left unchecked."""
         from ..records.pickles import describe, pickle_protocol
 
         own = self.bookkeeping(pos, key, value)
@@ -292,10 +304,12 @@ class _Reader:
             return Note(info={f"lmdb.named_database {name}": detail}, items=1, nbytes=len(value))
 
         protocol = pickle_protocol(value)
-        if protocol is not None and (refused or not self.reads_pickles):
-            reason = f" that {why}" if refused else ""
-            detail = f"a pickled Python object ({describe(protocol)}){reason}: not unpickled, not scanned"
+        if protocol is not None and refused:
+            detail = f"a pickled Python object ({describe(protocol)}) that {why}: not unpickled, not scanned"
             return self.failure("R005", pos, key, detail, value)
+        if protocol is not None and not self.reads_pickles:
+            expected = EXPECTED.get(self.decoder.name, f"not a {self.decoder} value")
+            why = f"{expected}: a pickled Python object ({describe(protocol)}), which the database's reader cannot read"
         return self.failure("R001", pos, key, f"{why} ({len(value)} bytes)", value)
 
     def bookkeeping(self, pos: int, key: bytes | memoryview | None, value: bytes | memoryview) -> Note | None:

@@ -17,7 +17,7 @@ SEEDED = {
     "V003": ("train.h5", "/data", 640),
     "V004": ("train.h5", "/data", None),
     "L001": ("extra.h5", "/features", None),
-    "L003": (".", "/label", None),
+    "L003": ("train.h5", "/label", None),  # train.h5 is a split of its own: extra.h5 names none
     "L005": ("train.h5", "/label", 0),
     "S002": ("damaged.h5", "/data", 64),
     "S001": ("truncated.h5", None, None),

@@ -254,6 +254,14 @@ class _Dataset(Rows):
     (``is_label`` set too: no data to scan)."""
 
 
+def file_label(name: str, shape: tuple[int, ...]) -> bool:
+    """Whether a dataset named like labels is the label of a whole file: a scalar at the file's root (one file
+    per sample, ``case_017.h5`` holding ``/image`` and ``/label``). The files' labels are one label stream, in
+    file order; left out, a label beyond --num-classes in one of them passed unseen. (Scalars in groups are the
+    labels of per-sample groups, read as their role: ``hdf5_roles``.)"""
+    return not shape and name.count("/") == 1
+
+
 def object_name(name: str | bytes) -> str:
     """An HDF5 object's path as text. h5py hands names that are not UTF-8 over as bytes: those keep their
     bytes as surrogate escapes (``Location`` prints them as ``\\xff``), and ``h5_key`` gives them back."""
@@ -871,7 +879,7 @@ class Hdf5Source(Source):
                 return
             is_label = (
                 is_label_name(shown, self.config.labels)
-                and (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1))
+                and (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1) or file_label(shown, shape))
                 and (bool(self.config.labels) or not is_coordinate(obj))
             )
             onehot = is_onehot_shape(shape) and is_label_name(shown, self.config.labels)
@@ -943,7 +951,7 @@ class Hdf5Source(Source):
         if space.get_simple_extent_type() not in (h5py.h5s.SIMPLE, h5py.h5s.SCALAR):
             return None
         shape: tuple[int, ...] = space.shape
-        if len(shape) in (1, 2) and is_label_name(full, labels):
+        if (len(shape) in (1, 2) or file_label(full, shape)) and is_label_name(full, labels):
             return None  # labels (class ids, one-hot rows), maybe: the general walk decides
         spec = small_spec(dsid, shape, dtype)
         if spec is None:
@@ -1060,7 +1068,7 @@ class Hdf5Source(Source):
         length. Those further off are other tables (a mean image, class weights, a validation split), not
         the samples these labels belong to; so are those named for another split (``X_test`` beside
         ``y_train``)."""
-        for label in (d for d in datasets if d.is_label or d.onehot):
+        for label in (d for d in datasets if (d.is_label or d.onehot) and d.shape):  # (a file's own label: none)
             group = label.name.rsplit("/", 1)[0]
             split = split_of(label.name)
             for data in datasets:

@@ -6,8 +6,9 @@ split (``y_train``, ``test_labels``: Keras-style files). ``--labels NAME`` names
 the last part of a path (any group, any folder), a path (``/train/y``) the whole of it.
 
 Label arrays of one name in several files are one label stream (the shards of one training set), but not across
-split folders: ``train/y.npy`` and ``val/y.npy`` are the streams ``train/y`` and ``val/y``, so that a class
-missing from the validation split is reported, as for image folders.
+splits: ``train/y.npy`` and ``val/y.npy`` are the streams ``train/y`` and ``val/y``, so that a class missing from
+the validation split is reported, as for image folders. Outside split folders the file's own name may name the
+split (``train.h5`` and ``val.h5``, ``cifar_test.npz``): their labels are one stream per split too.
 """
 
 from __future__ import annotations
@@ -47,8 +48,18 @@ def split_folder(rel: str) -> str | None:
     return next((part for part in rel.split("/")[:-1] if part.lower() in SPLITS), None)
 
 
+def split_of_file(rel: str) -> str | None:
+    """The split a file's own name names (``val.h5``, ``mnist_test.h5``, ``train_000.npz``: the name up to its
+    first dot), None for none."""
+    return split_of(rel.rsplit("/", 1)[-1].split(".", 1)[0])
+
+
 def split_stream(rel: str, name: str) -> str:
     """The label stream of the labels named ``name`` in the file ``rel``: the name, after the split folder
-    when the file lies in one (``val/label``)."""
+    when the file lies in one (``val/label``), else after the split the file's name names (``val.h5``: the
+    labels of ``train.h5`` beside it are another split, not more shards of one set: merged, a class missing from
+    val was hidden by train's samples) unless the labels' own name names one (``y_train``)."""
     split = split_folder(rel)
+    if split is None and split_of(name) is None:
+        split = split_of_file(rel)
     return name if split is None else f"{split}/{name.lstrip('/')}"

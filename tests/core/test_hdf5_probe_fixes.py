@@ -208,3 +208,37 @@ def test_a_file_that_goes_between_plan_and_scan_is_reported_once(tmp_path: Path)
     broken = next(f for f in report.findings if f.code == "S001")
     assert broken.count == 1 and broken.locations[0].path == "c.h5"
     assert report.summary.items_scanned == 2000  # a.h5's rows
+
+
+def test_files_named_for_splits_are_label_streams_of_their_own(tmp_path: Path) -> None:
+    """train.h5, val.h5 and test.h5 side by side hold three splits, not three shards of one set: their labels
+    were one stream, so a class missing from val.h5 was hidden by the samples of train.h5 and test.h5."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for split in ("train", "val", "test"):
+        labels = np.arange(100) % 5
+        if split == "val":
+            labels[labels == 2] = 1
+        write_h5(folder / f"{split}.h5", {"data": np.random.default_rng(0).random((100, 3)), "label": labels})
+    report = run_scan(folder, num_classes=5)
+    assert [(loc.path, loc.dataset, loc.detail) for loc in finding(report, "L003").locations] == [
+        ("val.h5", "/label", "class 2")
+    ]
+    streams = sorted((lab.path, lab.total) for lab in report.labels)
+    assert streams == [("test.h5", 100), ("train.h5", 100), ("val.h5", 100)]
+
+
+def test_the_scalar_labels_of_one_file_per_sample_are_one_label_stream(tmp_path: Path) -> None:
+    """A folder of one file per sample (/image and a scalar /label in each, as medical-imaging pipelines write
+    them): the scalar labels were no labels at all ('labels.none'), so a label beyond --num-classes passed. A
+    sample of 2 rows beside its scalar label is no label-length-mismatch."""
+    rng = np.random.default_rng(3)
+    for i in range(12):
+        label = np.int64(7 if i == 5 else i % 3)
+        write_h5(tmp_path / f"case_{i:03d}.h5", {"image": rng.random((2, 4, 3)), "label": label})
+    report = run_scan(tmp_path, num_classes=3)
+    assert [(loc.path, loc.dataset, loc.index) for loc in finding(report, "L002").locations] == [
+        ("case_005.h5", "/label", None)
+    ]
+    assert finding(report, "L001") is None
+    assert [(lab.path, lab.dataset, lab.total) for lab in report.labels] == [(".", "/label", 12)]

@@ -123,3 +123,17 @@ def test_bzip2_and_lzma_members_are_scanned(tmp_path: Path) -> None:
         damaged.write_bytes(bytes(raw))
         status, out = cli_json(damaged)
         assert status == 1 and any(f["code"] in ("S001", "S002") for f in out["findings"]), out["findings"]
+
+
+def test_archives_named_for_splits_are_label_streams_of_their_own(tmp_path: Path) -> None:
+    """train.npz and val.npz each holding x and y are two splits: their members y were one stream (at '.'), so
+    a class missing from val.npz went unreported."""
+    for split in ("train", "val"):
+        labels = np.arange(200) % 4
+        if split == "val":
+            labels[labels == 3] = 0
+        np.savez(tmp_path / f"{split}.npz", x=np.random.default_rng(1).random((200, 3)), y=labels)
+    report = run_scan(tmp_path, num_classes=4)
+    assert [(loc.path, loc.dataset, loc.detail) for loc in finding(report, "L003").locations] == [
+        ("val.npz", "y", "class 3")
+    ]

@@ -389,6 +389,18 @@ def expected_classes(partial: Partial, stream: str, num_classes: int | None) -> 
     return list(tally.classes) if tally.classes else None
 
 
+def stream_location(stream: str, tally: LabelTally, detail: str) -> Location:
+    """Where a finding on a whole label stream goes: the file that holds it, the split folder or ``.`` (see
+    the README). A stream of several files named for a split (``train_0.h5`` and ``train_1.h5`` beside
+    ``val_0.h5`` ...) lies at ``.``, as the other splits do: its detail then names the split."""
+    from .sources.naming import SPLITS  # (the sources import this module)
+
+    split = stream.split("/", 1)[0] if "/" in stream else None  # (no split: named as its labels, '/label', 'y')
+    if tally.path == "." and split in SPLITS.values():
+        detail += f" (split {split})"
+    return Location(path=tally.path, dataset=tally.dataset, detail=detail)
+
+
 def imbalance_ratio(histogram: dict[int, int]) -> float | None:
     """Largest class count over smallest non-empty class count."""
     counts = [n for n in histogram.values() if n > 0]

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from ..context import ScanContext
-from ..labels import absent_exceeds, absent_probability, class_counts, is_classification, smallest_batch
-from ..location import Location
+from ..labels import (
+    absent_exceeds,
+    absent_probability,
+    class_counts,
+    is_classification,
+    smallest_batch,
+    stream_location,
+)
 from ..severity import Severity
 from .base import Check
 
@@ -48,7 +54,7 @@ def finalize(ctx: ScanContext) -> None:
     if batch is None:
         return
     threshold = ctx.config.batch_absence_threshold
-    for _stream, tally in sorted(ctx.partial.labels.items()):
+    for stream, tally in sorted(ctx.partial.labels.items()):
         if not is_classification(tally, ctx.config.num_classes):
             continue
         counts, total = class_counts(tally, ctx.config.num_classes)  # multi-hot: rows that set the class
@@ -61,11 +67,6 @@ def finalize(ctx: ScanContext) -> None:
             need = smallest_batch(total, n, threshold)
             advice = f"a batch of {need} brings it under {_percent(threshold)}" if need else "no batch size helps"
             shown = _percent(p, threshold)
-            locs.append(
-                Location(
-                    path=tally.path,
-                    dataset=tally.dataset,
-                    detail=f"class {label}: {n} of {total} samples, P(absent from {batch}) = {shown}; {advice}",
-                )
-            )
+            detail = f"class {label}: {n} of {total} samples, P(absent from {batch}) = {shown}; {advice}"
+            locs.append(stream_location(stream, tally, detail))
         ctx.emit_many(CHECK.code, len(rows), len(rows), locs)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from ..context import ScanContext
-from ..labels import class_counts, expected_classes, is_classification
-from ..location import Location
+from ..labels import class_counts, expected_classes, is_classification, stream_location
 from ..severity import Severity
 from .base import Check
 
@@ -42,11 +41,7 @@ def finalize(ctx: ScanContext) -> None:
         counts, _ = class_counts(tally, ctx.config.num_classes)
         missing = [c for c in range(len(classes)) if counts.get(c, 0) == 0]
         locs = [
-            Location(
-                path=tally.path,
-                dataset=tally.dataset,
-                detail=f"class {c}" + (f" ({classes[c]})" if classes[c] != str(c) else ""),
-            )
+            stream_location(stream, tally, f"class {c}" + (f" ({classes[c]})" if classes[c] != str(c) else ""))
             for c in missing[: ctx.partial.cap]
         ]
         ctx.emit_many(CHECK.code, len(missing), len(missing), locs)

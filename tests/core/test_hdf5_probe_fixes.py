@@ -242,3 +242,22 @@ def test_the_scalar_labels_of_one_file_per_sample_are_one_label_stream(tmp_path:
     ]
     assert finding(report, "L001") is None
     assert [(lab.path, lab.dataset, lab.total) for lab in report.labels] == [(".", "/label", 12)]
+
+
+def test_streams_of_several_files_named_for_a_split_say_their_split(tmp_path: Path) -> None:
+    """train_0.h5 and train_1.h5 beside val_0.h5 and val_1.h5: each split's stream spans several files and lies
+    at '.', so a class missing from one split was reported at '.' as 'class 2', saying not which split."""
+    for split in ("train", "val"):
+        for part in (0, 1):
+            labels = np.arange(60) % 4
+            if split == "val":
+                labels[labels == 2] = 1
+            data = {"data": np.random.default_rng(part).random((60, 3)), "label": labels}
+            write_h5(tmp_path / f"{split}_{part}.h5", data)
+    report = run_scan(tmp_path, num_classes=4, batch_size=8)
+    assert [(loc.path, loc.dataset, loc.detail) for loc in finding(report, "L003").locations] == [
+        (".", "/label", "class 2 (split val)")
+    ]
+    absent = finding(report, "L004")
+    assert absent is not None
+    assert {(loc.detail or "").rsplit(" (", 1)[-1] for loc in absent.locations} == {"split train)", "split val)"}

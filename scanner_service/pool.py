@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -31,6 +32,10 @@ from .sources.base import Shard
 MAX_ATTEMPTS = 2
 CANCEL_POLL_S = 0.5
 """How often a cancellable run asks whether it was cancelled while its workers read."""
+STALL_S = 120.0
+"""A busy worker that sent nothing for this long (no item read, no result) is taken for hung: a decoder in an
+endless loop on a crafted file, a read that never returns (a file swapped for a named pipe, a dead network
+mount). An item is one block of bounded size or one image: the slowest read in a few seconds."""
 
 ProgressFn = Callable[[int, int], None]
 
@@ -82,6 +87,10 @@ def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig, par
             conn.send(("error", shard.id, detail))
 
 
+def stall_reason(seconds: float) -> str:
+    return f"the reader made no progress for {seconds:,.0f} s and was stopped (a hung decoder or read)"
+
+
 def exit_reason(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         try:
@@ -106,14 +115,17 @@ class _Worker:
     conn: Connection
     task: _Task | None = None
     done: list[Any] = field(default_factory=list)
+    heard: float = 0.0
+    """When the worker was last given a shard or heard from (``time.monotonic``)."""
 
 
 class ShardPool:
     """Runs shards of one source in ``workers`` processes; ``run`` yields each shard's partial."""
 
-    def __init__(self, kind: str, path: str, config: ScanConfig, workers: int) -> None:
+    def __init__(self, kind: str, path: str, config: ScanConfig, workers: int, stall_s: float = STALL_S) -> None:
         self.kind, self.path, self.config = kind, path, config
         self.size = max(1, workers)
+        self.stall_s = stall_s
         # fork is fastest (the parent has imported everything already) but is only safe without threads;
         # otherwise workers come from a clean fork server.
         if sys.platform.startswith("linux") and threading.active_count() == 1:
@@ -158,9 +170,10 @@ class ShardPool:
                 for w in self.workers:
                     self._feed(w, queue)
                 busy = [w for w in self.workers if w.task is not None]
+                timeout = min(w.heard for w in busy) + self.stall_s - time.monotonic()
                 ready = wait(
                     [w.conn for w in busy] + [w.process.sentinel for w in busy],
-                    timeout=None if cancelled is None else CANCEL_POLL_S,
+                    timeout=max(0.0, timeout if cancelled is None else min(timeout, CANCEL_POLL_S)),
                 )
                 for w in busy:
                     if w.task is None:
@@ -169,6 +182,8 @@ class ShardPool:
                         yield from self._receive(w, queue, progress)
                     elif w.process.sentinel in ready:
                         yield from self._crashed(w, queue, progress)
+                    elif time.monotonic() - w.heard >= self.stall_s:
+                        yield from self._hung(w, queue, progress)
         finally:
             self.close(kill=stopped)
 
@@ -178,6 +193,7 @@ class ShardPool:
         if w.task is None and queue:
             w.task = queue.popleft()
             w.conn.send(w.task.shard)
+            w.heard = time.monotonic()
 
     def _receive(self, w: _Worker, queue: deque[_Task], progress: ProgressFn | None) -> Iterator[Partial]:
         task = w.task
@@ -188,6 +204,7 @@ class ShardPool:
             except (EOFError, OSError):
                 yield from self._crashed(w, queue, progress)
                 return
+            w.heard = time.monotonic()
             if msg[0] == "progress":
                 task.items += msg[2]
                 task.bytes += msg[3]
@@ -203,14 +220,28 @@ class ShardPool:
                 yield from self._give_up_or_split(task, f"the reader raised {msg[2]}", queue, progress)
                 return
 
-    def _crashed(self, w: _Worker, queue: deque[_Task], progress: ProgressFn | None) -> Iterator[Partial]:
+    def _hung(self, w: _Worker, queue: deque[_Task], progress: ProgressFn | None) -> Iterator[Partial]:
+        """A worker that stopped making progress: killed, and its shard split at once (a hang is no accident
+        that another try may miss), down to the part that hangs, which becomes a finding."""
+        task = self._replace(w)
+        yield from self._give_up_or_split(task, stall_reason(self.stall_s), queue, progress)
+
+    def _replace(self, w: _Worker) -> _Task:
+        """End the worker (dead or hung), start another in its place; the shard it had."""
         task = w.task
         assert task is not None
+        if w.process.is_alive():
+            w.process.kill()
         w.process.join(timeout=5)
-        reason = exit_reason(w.process.exitcode)
         w.conn.close()
         fresh = self._spawn()
         w.process, w.conn, w.task = fresh.process, fresh.conn, None
+        return task
+
+    def _crashed(self, w: _Worker, queue: deque[_Task], progress: ProgressFn | None) -> Iterator[Partial]:
+        w.process.join(timeout=5)
+        reason = exit_reason(w.process.exitcode)
+        task = self._replace(w)
         task.attempts += 1
         if task.attempts < MAX_ATTEMPTS:
             if progress:

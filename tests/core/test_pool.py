@@ -125,3 +125,38 @@ def test_a_cancelled_run_stops_its_workers_at_once(monkeypatch: pytest.MonkeyPat
     assert time.monotonic() - started < 4.0  # the first shard alone takes 5 s: it was not read to the end
     assert len(asked) >= 3  # asked while the worker was still reading
     assert pool.workers == []
+
+
+class HangingRecords(CrashingRecords):
+    """100 records; reading record 37 opens a named pipe that no one writes to: the read never returns."""
+
+    kind = "test-hanging"
+    KILLERS: dict[int, signal.Signals] = {}
+
+    def read(self, shard: Shard) -> Iterator[Any]:
+        for block in super().read(shard):
+            if block.offset[0] == 37:
+                with open(self.path / "pipe", "rb") as fh:  # blocks in the kernel until a writer comes
+                    fh.read()
+            yield block
+
+
+@pytest.mark.slow
+def test_a_reader_that_hangs_costs_its_record_not_the_scan(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A read that never returns (a file swapped for a named pipe, a decoder in an endless loop) held the
+    scan forever: the pool waited on its worker. It is now stopped after ``stall_s`` without progress, its
+    shard split down to the record that hangs, which becomes a finding; every other record is scanned."""
+    from scanner_service.pool import stall_reason
+
+    os.mkfifo(tmp_path / "pipe")
+    monkeypatch.setitem(BY_KIND, HangingRecords.kind, HangingRecords)
+    config = ScanConfig(max_locations=50)
+    pool = ShardPool(HangingRecords.kind, str(tmp_path), config, workers=2, stall_s=1.0)
+    pool.ctx = mp.get_context("fork")
+    plan = HangingRecords(tmp_path, config).plan()
+    progress: list[int] = []
+    merged = merge(pool.run(plan.shards, lambda items, _b: progress.append(items)))
+    assert [(loc.index, loc.detail) for loc in merged.findings["S001"].locations] == [(37, stall_reason(1.0))]
+    assert merged.items == 100 and sum(progress) == 100  # 99 records read, 1 reported
+    assert [loc.index for loc in merged.findings["V001"].locations] == [90]
+    assert pool.workers == []

@@ -26,9 +26,10 @@ from . import tiff_log
 from .bmp import bmp_layout
 from .containers import NO_TRAILER, gif_end, riff_end
 from .ico import ico_damage
+from .palette import decoded_beyond
 from .sniff import FORMAT_BY_PILLOW, PILLOW_FORMAT, trailing_kind
 from .tiff_log import TiffLog
-from .tiff_strips import deflate_damage
+from .tiff_strips import deflate_damage, packbits_damage
 from .verdict import PAGES_NAMED, Verdict
 
 UNUSUAL_MODES = {
@@ -47,6 +48,9 @@ UNUSUAL_MODES = {
     "HSV": "HSV pixels (not RGB)",
 }
 ORIENTATION_TAG = 0x0112
+PALETTE_CHECKED = frozenset({"bmp", "gif"})
+"""Formats whose palette may hold fewer entries than their indices reach, and whose reader in Pillow keeps
+the palette at the entries the file holds (a PNG's is checked by the PNG structure check)."""
 
 logging.getLogger("PIL").addHandler(logging.NullHandler())
 """Pillow logs what it refuses in a file ("More samples per pixel than can be decoded: 43779", at level
@@ -235,6 +239,8 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
                 _libtiff_damage(log, page, verdict)
             if verdict.format == "tiff":
                 _strips(data, im, page, verdict)
+            elif i is None and verdict.format in PALETTE_CHECKED:
+                _palette(im, verdict)
             if im.mode == "F":
                 _float_frame(im, page, verdict)
             elif i is None and frames == 1 and constant:
@@ -255,6 +261,14 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
         im.close()
     if not fallback:
         _container_end(data, verdict, gif)
+
+
+def _palette(im: Image.Image, verdict: Verdict) -> None:
+    """A pixel of the first frame whose index is beyond the palette: Pillow paints it black without a word
+    (see ``palette``). Later GIF frames Pillow converts to RGB itself, so only the first is read as indices."""
+    beyond = decoded_beyond(im)
+    if beyond is not None:
+        verdict.damage.append(beyond)
 
 
 def _on_page(page: int, verdict: Verdict) -> str:
@@ -297,7 +311,7 @@ def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:
 
         problem = jpeg_damage(data, tags)
     else:
-        problem = deflate_damage(data, tags)
+        problem = deflate_damage(data, tags) or packbits_damage(data, tags)
     if problem is not None:
         verdict.damage.append(f"{_on_page(page, verdict)}{problem}")
 

@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover
     import zlib as fast_zlib  # type: ignore[no-redef]
 
 from .exif import orientation as exif_orientation
+from .palette import first_beyond
 from .sniff import trailing_kind
 from .verdict import Verdict
 
@@ -168,15 +169,8 @@ def _beyond_palette(data: Any, raw: bytes | bytearray, head: _Header, entries: i
         if decoded is None:
             return None
         indices = decoded
-    out = np.flatnonzero(indices >= entries)
-    if out.size == 0:
-        return None
-    row, column = divmod(int(out[0]), width)
-    count = f"{out.size:,} pixels" if out.size > 1 else "1 pixel"
-    return (
-        f"IDAT: palette index {int(indices[row, column])} beyond the {entries}-entry palette"
-        f" (row {row}, column {column}; {count} out of range)"
-    )
+    beyond = first_beyond(indices, entries)
+    return None if beyond is None else f"IDAT: {beyond}"
 
 
 def _inflate(parts: list[Any], expected: int, what: str, damage: list[str]) -> bytes | bytearray:

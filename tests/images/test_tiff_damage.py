@@ -6,7 +6,8 @@ What libtiff 4.7 reports, found by overwriting bytes in the middle of a strip (s
 "Bad code word at line N of strip N" (Pillow decodes on: corrupt-image-data); LZW "Using code not yet in
 table" or "LZWDecode: Not enough data at scanline N", Deflate "ZIPDecode: Decoding error at scanline N ..."
 (Pillow fails: corrupt-image); PackBits nothing (it has no check that an overwrite trips; only a strip cut
-short, "PackBitsDecode: Not enough data for scanline 0").
+short, "PackBitsDecode: Not enough data for scanline 0"; dscan's own unpacked-size check, in
+test_images_gaps3, finds overwritten run headers, not overwritten pixel bytes).
 """
 
 from __future__ import annotations

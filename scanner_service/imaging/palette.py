@@ -1,0 +1,48 @@
+"""Palette indices beyond the palette: pixels no colour is defined for.
+
+A palette image stores an index per pixel; a palette (PLTE in a PNG, the colour table of a BMP or a GIF) may
+hold fewer entries than the bit depth can index (16 colours in an 8-bit BMP, 4 in a GIF whose LZW codes are
+8 bits). An index beyond the entries is damage (an overwritten byte, an encoder's bug) that no decoder Pillow
+uses reports: libpng only warns, Pillow's BMP and GIF readers give such a pixel the colour of the zero bytes
+after the palette, black, and the image trains as it is. ImageMagick refuses such a BMP ("invalid colormap
+index").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def first_beyond(indices: np.ndarray[Any, Any], entries: int) -> str | None:
+    """'palette index 9 beyond the 4-entry palette (row 2, column 4; 6 pixels out of range)' for the first
+    pixel (rows from the top) of the (H, W) ``indices`` whose index is ``entries`` or more, else None."""
+    if indices.size == 0 or int(indices.max()) < entries:
+        return None
+    out = np.flatnonzero(indices >= entries)
+    row, column = divmod(int(out[0]), indices.shape[1])
+    count = f"{out.size:,} pixels" if out.size > 1 else "1 pixel"
+    return (
+        f"palette index {int(indices[row, column])} beyond the {entries}-entry palette"
+        f" (row {row}, column {column}; {count} out of range)"
+    )
+
+
+def decoded_beyond(im: Any) -> str | None:
+    """The first index beyond the palette of the frame Pillow decoded into ``im`` (a loaded Pillow image),
+    None when it is no palette image, its palette holds 256 entries (every 8-bit index is defined), or no
+    index is beyond it. Pillow keeps a BMP's and a GIF's palette at the entries the file holds. A GIF's
+    transparent index is no colour and needs no entry: encoders set it beyond a short palette, and Pillow fills
+    the canvas outside the first frame with it."""
+    if im.mode != "P" or im.palette is None:
+        return None
+    colours = im.getpalette() or []
+    entries = len(colours) // 3
+    if entries == 0 or entries >= 256:
+        return None
+    indices = np.asarray(im)
+    transparent = im.info.get("transparency")
+    if isinstance(transparent, int) and transparent >= entries:
+        indices = np.where(indices == transparent, 0, indices)
+    return first_beyond(indices, entries)

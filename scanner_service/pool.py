@@ -25,17 +25,13 @@ from typing import Any
 from .config import ScanConfig
 from .engine import crash_partial, scan_shard, split_shard
 from .errors import ScanCancelled
-from .forked import crashes_expected
+from .forked import STALL_S, crashes_expected, stall_reason
 from .partial import Partial
 from .sources.base import Shard
 
 MAX_ATTEMPTS = 2
 CANCEL_POLL_S = 0.5
 """How often a cancellable run asks whether it was cancelled while its workers read."""
-STALL_S = 120.0
-"""A busy worker that sent nothing for this long (no item read, no result) is taken for hung: a decoder in an
-endless loop on a crafted file, a read that never returns (a file swapped for a named pipe, a dead network
-mount). An item is one block of bounded size or one image: the slowest read in a few seconds."""
 
 ProgressFn = Callable[[int, int], None]
 
@@ -85,10 +81,6 @@ def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig, par
         except Exception as exc:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             conn.send(("error", shard.id, detail))
-
-
-def stall_reason(seconds: float) -> str:
-    return f"the reader made no progress for {seconds:,.0f} s and was stopped (a hung decoder or read)"
 
 
 def exit_reason(exitcode: int | None) -> str:

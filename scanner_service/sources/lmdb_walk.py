@@ -17,6 +17,8 @@ import mmap
 import operator
 import os
 import pickle
+import select
+import signal
 import struct
 import sys
 import tempfile
@@ -29,7 +31,7 @@ from typing import Any
 
 import lmdb
 
-from ..forked import crashes_expected, exit_reason
+from ..forked import STALL_S, crashes_expected, exit_reason, stall_reason
 
 CHUNK = 1 << 16
 """Keys taken from the cursor at a time (a list of them is held while walking)."""
@@ -319,11 +321,13 @@ def walk(path: Path, subdir: bool, job: Job) -> Walk:
         return _walk_here(path, subdir, job)
     trace = mmap.mmap(-1, TRACE_BYTES) if job.trace else None
     with tempfile.TemporaryFile() as errors:
-        data, status = _fork(path, subdir, job, trace, errors.fileno())
+        data, status, stalled = _fork(path, subdir, job, trace, errors.fileno())
         result = _collect(data)
         if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
             errors.seek(0)
             reason = exit_reason(status) + _assertion(errors.read(1 << 16).decode("utf-8", "replace"))
+            if stalled:
+                reason = stall_reason(STALL_S)
             if result.failure is None and result.done is None:
                 result.failure = reason
             elif result.sample_failure is None and job.sample and not result.sample:
@@ -335,8 +339,9 @@ def walk(path: Path, subdir: bool, job: Job) -> Walk:
     return result
 
 
-def _fork(path: Path, subdir: bool, job: Job, trace: mmap.mmap | None, errors: int) -> tuple[bytes, int]:
-    """Fork the walker; returns everything it wrote to the pipe and its wait status."""
+def _fork(path: Path, subdir: bool, job: Job, trace: mmap.mmap | None, errors: int) -> tuple[bytes, int, bool]:
+    """Fork the walker; returns everything it wrote to the pipe, its wait status, and whether it was killed
+    for making no progress (LMDB walking a damaged tree round in a loop)."""
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -356,13 +361,21 @@ def _fork(path: Path, subdir: bool, job: Job, trace: mmap.mmap | None, errors: i
             os._exit(code)
     os.close(write_fd)
     data = bytearray()
+    stalled = False
     try:
-        while chunk := os.read(read_fd, 1 << 20):
+        while True:
+            if not select.select([read_fd], [], [], STALL_S)[0]:
+                stalled = True
+                os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(read_fd, 1 << 20)
+            if not chunk:
+                break
             data += chunk
     finally:
         os.close(read_fd)
         _, status = os.waitpid(pid, 0)
-    return bytes(data), status
+    return bytes(data), status, stalled
 
 
 def _assertion(stderr: str) -> str:

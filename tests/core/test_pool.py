@@ -146,7 +146,7 @@ def test_a_reader_that_hangs_costs_its_record_not_the_scan(monkeypatch: pytest.M
     """A read that never returns (a file swapped for a named pipe, a decoder in an endless loop) held the
     scan forever: the pool waited on its worker. It is now stopped after ``stall_s`` without progress, its
     shard split down to the record that hangs, which becomes a finding; every other record is scanned."""
-    from scanner_service.pool import stall_reason
+    from scanner_service.forked import stall_reason
 
     os.mkfifo(tmp_path / "pipe")
     monkeypatch.setitem(BY_KIND, HangingRecords.kind, HangingRecords)

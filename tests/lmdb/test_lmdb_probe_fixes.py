@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -220,3 +221,20 @@ def test_a_record_that_is_no_datum_says_what_it_holds(datum_env: Callable[..., P
     details = {loc.key: loc.detail or "" for loc in r001.locations}
     assert details[key(70)].startswith("not a Datum protobuf: content is HTML")
     assert details[key(71)].startswith("not a Datum protobuf: an encoded JPEG image, not wrapped in a Datum")
+
+
+def test_a_walker_that_hangs_is_stopped_and_says_so(
+    datum_env: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """LMDB following a damaged tree round in a loop never returns: the walker child was waited for forever, and
+    the scan with it. Here the child's walk is replaced by a read of a named pipe no one writes to (what a hung
+    walk looks like from the parent); the walker is killed after the stall time and the walk fails with why."""
+    from scanner_service.forked import stall_reason
+    from scanner_service.sources import lmdb_walk
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    monkeypatch.setattr(lmdb_walk, "_child", lambda *args: pipe.read_bytes())
+    monkeypatch.setattr(lmdb_walk, "STALL_S", 0.5)
+    result = lmdb_walk.walk(datum_env(n=10), True, lmdb_walk.Job())
+    assert result.failure == stall_reason(0.5) and result.done is None

@@ -27,9 +27,9 @@ import click
 
 from . import __version__, checks
 from .config import load_config
-from .errors import DscanError, OutputError
+from .errors import DscanError, OutputError, SourceError, UsageError
 from .render import FORMATS, render
-from .report import Report
+from .report import CHECK_FAMILIES, Report
 from .runner import scan
 from .text import printable
 
@@ -337,11 +337,33 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
         try:
             config = load_config(flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, current_folder())
             progress = RichProgress() if fmt == "text" and is_terminal(sys.stderr) and target is None else None
-            report = scan(Path(path), config, workers=workers, progress=progress)
+            report = ran_some_check(scan(Path(path), config, workers=workers, progress=progress))
         except DscanError as exc:
             raise Failure(exc) from exc
+        except OSError as exc:  # the system refused the scan itself: no verdict (exit status 1 would be one)
+            raise Failure(unreadable(path, exc)) from exc
     emit(report, fmt, target)
     sys.exit(report.exit_code())
+
+
+def unreadable(path: str, exc: OSError) -> SourceError:
+    """An OSError that escaped the scan (a file below a folder that may not be searched, too many open files),
+    as the one-line error of a scan that could not run."""
+    where = os.fsdecode(exc.filename) if exc.filename is not None else path
+    return SourceError(f"{where} cannot be read: {exc.strerror or exc}", path)
+
+
+def ran_some_check(report: Report) -> Report:
+    """``report``, when a check that applies to the dataset ran. ``--select I`` (the image checks) on an HDF5
+    file runs none: its pass would say nothing about the data, like a --select that --ignore empties."""
+    if report.checks_run():
+        return report
+    letters = CHECK_FAMILIES.get(report.source.kind, "")
+    kinds = f" (its checks: {', '.join(letters)})" if letters else ""
+    raise UsageError(
+        f"select and ignore leave no check that applies to this {report.source.kind} dataset{kinds}: "
+        "`dscan checks` lists them"
+    )
 
 
 def run_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[str, Any]) -> None:
@@ -368,7 +390,7 @@ def _scan_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[s
         root = build_demo(Path(tmp))
         click.echo(f"dscan demo: built a dataset with seeded defects in {root}", err=True)
         try:
-            report = scan(root, config, workers=workers)
+            report = ran_some_check(scan(root, config, workers=workers))
         except DscanError as exc:
             raise Failure(exc) from exc
         emit(report, fmt, output)
@@ -452,7 +474,10 @@ def run(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     _fill_closed_descriptors()
     try:
-        main.main(args=args, prog_name="dscan")
+        try:
+            main.main(args=args, prog_name="dscan")
+        except Exception as exc:  # a bug: never exit status 1, which says the dataset has findings
+            raise _crashed(exc) from exc
     except SystemExit as exc:
         if not (args and args[0] in QUICK_EXIT):
             raise
@@ -465,6 +490,22 @@ def run(argv: list[str] | None = None) -> None:
             with contextlib.suppress(OSError):  # a closed pipe (`dscan scan ... | head`): nothing more to write
                 stream.flush()
         os._exit(code)
+
+
+CRASHED = 2
+"""Exit status of a command that failed on a bug of dscan's own: the scan could not run, no verdict (Python's
+own status for an uncaught exception, 1, is the one that says the dataset has findings)."""
+
+
+def _crashed(exc: Exception) -> SystemExit:
+    """The exit of a command that raised ``exc`` unexpectedly: its traceback (what a bug report needs) and one
+    line saying that there is no verdict."""
+    import traceback
+
+    if sys.stderr is not None:
+        traceback.print_exception(exc, file=sys.stderr)
+        print(f"dscan: internal error ({type(exc).__name__}); no verdict", file=sys.stderr)
+    return SystemExit(CRASHED)
 
 
 def _fill_closed_descriptors() -> None:

@@ -6,6 +6,7 @@ Nothing is read at import time: call :func:`load_config`.
 
 from __future__ import annotations
 
+import difflib
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -145,12 +146,25 @@ CONFIG_KEYS = frozenset(ScanConfig.model_fields)
 
 def _normalise(table: dict[str, Any], origin: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
     for key, value in table.items():
         name = key.replace("-", "_")
         if name not in CONFIG_KEYS:
-            raise ConfigError(f"{origin}: unknown option {key!r} (known: {', '.join(sorted(CONFIG_KEYS))})")
+            raise ConfigError(_unknown_key(key, origin))
+        if name in out:  # `max-locations` and `max_locations` in one table: which one counts is no guess to make
+            raise ConfigError(f"{origin}: option {key!r} is set twice, also as {spelled[name]!r}")
         out[name] = value
+        spelled[name] = key
     return out
+
+
+def _unknown_key(key: str, origin: str) -> str:
+    """The error for a key that sets no option, with the closest known one, all spelled as the README and the
+    flags spell them (``num-classes``): a misspelt key must not leave the user to find it in a list."""
+    known = sorted(name.replace("_", "-") for name in CONFIG_KEYS)
+    close = difflib.get_close_matches(key.replace("_", "-").lower(), known, n=1, cutoff=0.6)
+    hint = f": did you mean {close[0]!r}?" if close else ""
+    return f"{origin}: unknown option {key!r}{hint} (known: {', '.join(known)})"
 
 
 def read_config_file(path: Path, named: bool = False) -> dict[str, Any]:

@@ -108,6 +108,18 @@ class Tool(BaseModel):
     version: str = __version__
 
 
+CHECK_FAMILIES = {
+    "hdf5": "VLS",
+    "hdf5-list": "VLS",
+    "numpy": "VLS",
+    "images": "IVLS",
+    "image-file": "IVLS",
+    "image-list": "IVLS",
+    "lmdb": "RIVLS",
+}
+"""The check families (code letters) that apply to each kind of dataset: an HDF5 scan runs no image check."""
+
+
 class Report(BaseModel):
     schema_version: str = SCHEMA_VERSION
     tool: Tool = Field(default_factory=Tool)
@@ -122,6 +134,14 @@ class Report(BaseModel):
 
     def exit_code(self) -> int:
         return 0 if self.summary.passed else 1
+
+    def checks_run(self) -> frozenset[str]:
+        """The codes of the checks that ran: enabled, and of a family that applies to the kind of dataset (or
+        with a finding). None left means a pass that says nothing about the data."""
+        families = CHECK_FAMILIES.get(self.source.kind)
+        found = {f.code for f in self.findings}
+        enabled = checks.enabled_codes(self.config.select, self.config.ignore)
+        return frozenset(code for code in enabled if families is None or code[0] in families or code in found)
 
 
 def _round(x: float | None) -> float | None:

@@ -10,27 +10,11 @@ from ..report import Report
 from ..severity import FailOn
 from . import notes
 
-FAMILIES = {
-    "hdf5": "VLS",
-    "hdf5-list": "VLS",
-    "numpy": "VLS",
-    "images": "IVLS",
-    "image-file": "IVLS",
-    "image-list": "IVLS",
-    "lmdb": "RIVLS",
-}
-"""The check families (code letters) that apply to each kind of dataset: an HDF5 scan runs no image check."""
-
 
 def render(report: Report) -> str:
     fail_on = FailOn(report.summary.fail_on)
     by_code = {f.code: f for f in report.findings}
-    families = FAMILIES.get(report.source.kind)
-    enabled = {
-        code
-        for code in checks.enabled_codes(report.config.select, report.config.ignore)
-        if families is None or code[0] in families or code in by_code
-    }
+    enabled = report.checks_run()
     suite = ET.Element(
         "testsuite",
         name=f"dscan {report.source.path}",

@@ -776,3 +776,36 @@ def test_ctrl_c_that_python_does_not_raise_as_such_still_ends_dscan(clean: Path,
     )
     assert proc.returncode == 130, (proc.returncode, proc.stderr)
     assert proc.stderr == "dscan: interrupted; no report\n"
+
+
+def test_a_file_in_a_folder_that_may_not_be_searched_is_no_verdict(shared: Path) -> None:
+    """``dscan scan locked/data.h5``, ``locked`` not searchable by the user: a traceback (PermissionError
+    from the format detection) and exit status 1, which says the dataset has findings."""
+    locked = shared / "locked"
+    locked.mkdir()
+    write_h5(locked / "data.h5", {"x": np.zeros((4, 2), np.float32)})
+    locked.chmod(0o700)  # the owner's only (root's, when the tests run as root)
+    status, _, stderr = _cli_as_another_user(["scan", str(locked / "data.h5"), "-j0"], cwd=shared)
+    assert status == 2 and "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines() == [f"Error: {locked / 'data.h5'} cannot be read: Permission denied"]
+
+
+_CRASH = """
+import sys
+import scanner_service.cli as cli
+
+def crash(*args, **kwargs):
+    raise RuntimeError("a bug")
+
+cli.scan = crash
+cli.run(["scan", sys.argv[1], "-j", "0"])
+"""
+
+
+def test_a_bug_is_no_verdict(clean: Path) -> None:
+    """An exception dscan did not expect ended the process with Python's exit status 1: in CI, "the dataset
+    has findings". It is status 2 (the scan could not run), after the traceback a bug report needs."""
+    proc = subprocess.run([sys.executable, "-c", _CRASH, str(clean)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "RuntimeError: a bug" in proc.stderr
+    assert proc.stderr.endswith("dscan: internal error (RuntimeError); no verdict\n")

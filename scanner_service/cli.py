@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any, NoReturn, TextIO
 
 import click
+from click.core import ParameterSource
 
 from . import __version__, checks
 from .config import load_config
@@ -211,6 +212,19 @@ def is_terminal(stream: TextIO | None) -> bool:
         return False
 
 
+IMPLIED_FORMATS = {".json": "json", ".xml": "junit", ".md": "markdown"}
+"""The format an ``--output`` file's suffix implies when ``--format`` is not given."""
+
+
+def implied_format(fmt: str, output: Path | None) -> str:
+    """``fmt``, or, when ``--format`` was left at its default, the format the ``--output`` file's suffix names:
+    ``-o report.json`` wrote the text report into the .json file, which the CI step reading it then failed on."""
+    ctx = click.get_current_context(silent=True)
+    if output is None or ctx is None or ctx.get_parameter_source("fmt") is not ParameterSource.DEFAULT:
+        return fmt
+    return IMPLIED_FORMATS.get(output.suffix.lower(), fmt)
+
+
 def emit(report: Report, fmt: str, output: Path | None) -> None:
     """The report in ``fmt`` to ``output`` (None: standard output); with a file, the text report still goes to
     the terminal, when standard output is open."""
@@ -327,6 +341,7 @@ def main() -> None:
 def scan_command(path: str | None, fmt: str, output: Path | None, workers: int | None, **flags: Any) -> None:
     """Scan the dataset at PATH (HDF5 file, folder or list; NumPy .npy/.npz; images; LMDB). Without PATH: a
     demo dataset."""
+    fmt = implied_format(fmt, output)
     if path is None:
         run_demo(fmt, output, workers, flags)
         return
@@ -408,7 +423,7 @@ def _scan_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[s
 @click.option("--workers", "-j", type=click.IntRange(min=0), help="reader processes [default: the machine's cores]")
 def demo_command(fmt: str, output: Path | None, workers: int | None) -> None:
     """Build a small dataset with seeded defects in a temporary folder and scan it."""
-    run_demo(fmt, output, workers, {})
+    run_demo(implied_format(fmt, output), output, workers, {})
 
 
 @main.command("checks")

@@ -19,7 +19,7 @@ from .errors import DscanError
 
 def register(main: click.Group) -> None:
     """Add ``submit`` and ``serve`` to the ``dscan`` command group."""
-    from .cli import CONFIG_FLAGS, Failure, current_folder, emit, is_terminal, output_file, scan_options
+    from .cli import CONFIG_FLAGS, Failure, current_folder, emit, implied_format, is_terminal, output_file, scan_options
 
     @main.command("submit")
     @click.argument("path")
@@ -49,6 +49,7 @@ def register(main: click.Group) -> None:
         from .client import ServiceClient
         from .config import load_config
 
+        fmt = implied_format(fmt, output)
         local = os.path.exists(path)  # then the report must not overwrite it, should the server see it too
         report_file = output_file(output, Path(path) if local else None) if wait else None
         try:

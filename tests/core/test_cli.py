@@ -117,6 +117,21 @@ def test_output_file_and_junit_and_markdown(tmp_path: Path, dirty: Path) -> None
     assert "# dscan report: ❌ failed" in out and "| error | V001 | nan-value | 1 |" in out
 
 
+def test_an_output_file_without_format_gets_the_format_its_suffix_names(tmp_path: Path, dirty: Path) -> None:
+    """``-o report.json`` without --format wrote the text report into the .json file (the CI step reading it
+    then failed on it). An explicit --format still wins; a suffix that names no format keeps text."""
+    for name, check in (
+        ("r.json", lambda t: json.loads(t)["summary"]["passed"] is False),
+        ("r.xml", lambda t: ET.fromstring(t).find("testsuite") is not None),
+        ("r.md", lambda t: t.startswith("# dscan report")),
+        ("r.log", lambda t: "FAILED" in t and not t.startswith("{")),
+    ):
+        code, out = invoke("scan", str(dirty), "--output", str(tmp_path / name), "-j", "0")
+        assert code == 1 and "FAILED" in out and check((tmp_path / name).read_text()), name
+    invoke("scan", str(dirty), "--format", "text", "--output", str(tmp_path / "t.json"), "-j", "0")
+    assert not (tmp_path / "t.json").read_text().startswith("{")
+
+
 def test_counts_of_one_are_singular(tmp_path: Path) -> None:
     """One image, one error: the text and markdown reports said '1 items' and '**1 errors, ...**'."""
     image = tmp_path / "photo.jpg"

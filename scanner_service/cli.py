@@ -27,7 +27,7 @@ import click
 from click.core import ParameterSource
 
 from . import __version__, checks
-from .config import load_config
+from .config import file_note, load_config
 from .errors import DscanError, OutputError, SourceError, UsageError
 from .render import FORMATS, render
 from .report import CHECK_FAMILIES, Report
@@ -212,6 +212,9 @@ def is_terminal(stream: TextIO | None) -> bool:
         return False
 
 
+CONFIG_NOTE = "config.file"
+"""The report ``info`` note naming the config file a CLI scan read, and the options it set."""
+
 IMPLIED_FORMATS = {".json": "json", ".xml": "junit", ".md": "markdown"}
 """The format an ``--output`` file's suffix implies when ``--format`` is not given."""
 
@@ -350,9 +353,17 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
     target = output_file(output, Path(path))
     with stopped_by_signals():
         try:
-            config = load_config(flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, current_folder())
+            config_file, overrides, here = (
+                flags.pop("config_file"),
+                {k: flags.get(k) for k in CONFIG_FLAGS},
+                current_folder(),
+            )
+            config = load_config(config_file, overrides, here)
             progress = RichProgress() if fmt == "text" and is_terminal(sys.stderr) and target is None else None
             report = ran_some_check(scan(Path(path), config, workers=workers, progress=progress))
+            note = file_note(config_file, overrides, here)
+            if note is not None:
+                report.info[CONFIG_NOTE] = note
         except DscanError as exc:
             raise Failure(exc) from exc
         except OSError as exc:  # the system refused the scan itself: no verdict (exit status 1 would be one)

@@ -243,7 +243,7 @@ def load_config(
 ) -> ScanConfig:
     """Build a ScanConfig: file options (explicit file, else the nearest one found), then overrides."""
     options: dict[str, Any] = {}
-    path = config_file or (find_config_file(search_from) if search_from else None)
+    path = config_path(config_file, search_from)
     if path is not None:
         options.update(read_config_file(path, named=config_file is not None))
     options.update({k: v for k, v in (overrides or {}).items() if v is not None})
@@ -255,6 +255,24 @@ def load_config(
             f"{_origin(e['loc'], from_file, path)}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
         )
         raise ConfigError(f"invalid options: {problems}") from exc
+
+
+def config_path(config_file: Path | None = None, search_from: Path | None = None) -> Path | None:
+    """The config file a scan reads: the one named (``--config``), else the nearest one found."""
+    return config_file or (find_config_file(search_from) if search_from else None)
+
+
+def file_note(config_file: Path | None, overrides: dict[str, Any], search_from: Path | None) -> str | None:
+    """'options from PATH: fail-on, num-classes' (the keys the file sets that no flag overrides), None when no
+    file is read or it sets nothing that counts: a pyproject.toml further up can set ``fail-on = "never"``, and
+    the report must say where that came from."""
+    path = config_path(config_file, search_from)
+    if path is None:
+        return None
+    keys = [k for k in read_config_file(path, named=config_file is not None) if overrides.get(k) is None]
+    if not keys:
+        return None
+    return f"options from {path}: {', '.join(k.replace('_', '-') for k in keys)}"
 
 
 def _origin(loc: tuple[Any, ...], from_file: set[str], path: Path | None) -> str:

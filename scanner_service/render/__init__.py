@@ -18,6 +18,7 @@ MEDIA_TYPES = {
 
 
 NOTES = (
+    "config.file",
     "hdf5.not_scanned",
     "hdf5.images_not_scanned",
     "hdf5.other_formats",

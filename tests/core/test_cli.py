@@ -153,6 +153,24 @@ def test_config_file_and_pyproject(tmp_path: Path, dirty: Path) -> None:
     assert code == 2 and "unknown option 'colour'" in out
 
 
+def test_the_report_names_the_config_file_it_read_and_what_it_set(
+    tmp_path: Path, dirty: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pyproject.toml further up can set ``fail-on = "never"``: the report passed the dataset and said only
+    "(fail on never)", not where that came from."""
+    project = tmp_path / "project"
+    (project / "ci").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[tool.dscan]\nfail-on = "never"\nmax-locations = 5\n')
+    monkeypatch.chdir(project / "ci")
+    code, out = invoke("scan", str(dirty), "-j", "0")
+    shown = " ".join(out.split())  # (the note is wrapped to the terminal's width)
+    assert code == 0 and f"note: options from {project / 'pyproject.toml'}: fail-on, max-locations" in shown
+    code, out = invoke("scan", str(dirty), "-j", "0", "--fail-on", "error", "--format", "json")
+    assert code == 1 and json.loads(out)["info"]["config.file"].endswith("pyproject.toml: max-locations")
+    monkeypatch.chdir(tmp_path)
+    assert "config.file" not in json.loads(invoke("scan", str(dirty), "-j", "0", "--format", "json")[1])["info"]
+
+
 def test_checks_and_explain() -> None:
     code, out = invoke("checks")
     assert code == 0 and "V001  nan-value" in out

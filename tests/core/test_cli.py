@@ -163,8 +163,8 @@ def test_the_report_names_the_config_file_it_read_and_what_it_set(
     (project / "pyproject.toml").write_text('[tool.dscan]\nfail-on = "never"\nmax-locations = 5\n')
     monkeypatch.chdir(project / "ci")
     code, out = invoke("scan", str(dirty), "-j", "0")
-    shown = " ".join(out.split())  # (the note is wrapped to the terminal's width)
-    assert code == 0 and f"note: options from {project / 'pyproject.toml'}: fail-on, max-locations" in shown
+    shown = "".join(out.split())  # (the note is wrapped to the terminal's width, a long path too)
+    assert code == 0 and f"note:optionsfrom{project / 'pyproject.toml'}:fail-on,max-locations" in shown
     code, out = invoke("scan", str(dirty), "-j", "0", "--fail-on", "error", "--format", "json")
     assert code == 1 and json.loads(out)["info"]["config.file"].endswith("pyproject.toml: max-locations")
     monkeypatch.chdir(tmp_path)

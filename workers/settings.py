@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     restore_interval_s: int = Field(
         10, ge=1, le=3600, description="how often workers look for tasks of dead worker nodes to redeliver"
     )
+    node_ttl_s: int = Field(
+        30, ge=3, le=3600, description="a worker node not heard of for this long is lost: its tasks are delivered again"
+    )
     worker_max_memory_kb: int = Field(2_000_000, ge=10_000, description="a worker process is replaced above this")
     max_deliveries: int = Field(2, ge=1, le=10, description="deliveries that kill their worker before a split")
     callback_timeout_s: float = Field(5.0, gt=0, le=60)
@@ -144,6 +147,13 @@ class Settings(BaseSettings):
     def redelivery_s(self) -> int:
         """Visibility timeout: longer than any task may run, so a live task is never delivered twice."""
         return self.visibility_timeout_s or self.hard_time_limit_s + 300
+
+    @property
+    def node_beat_s(self) -> float:
+        """How often a worker node renews its liveness and looks for the tasks of lost nodes: six times per
+        ``node_ttl_s``, so a node is taken for lost only after missing several beats in a row, and a lost
+        node's tasks are delivered again within 7/6 of ``node_ttl_s``."""
+        return self.node_ttl_s / 6
 
     @property
     def redis_display(self) -> str:

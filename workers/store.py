@@ -17,6 +17,11 @@ Keys (``P`` is ``DSCAN_KEY_PREFIX``)::
     P:idx:STATUS           zset    the same, per status (filter, counts for /metrics)
     P:dedup:HASH           string  job id of a request (options + files' sizes and mtimes)
     P:metrics              hash    totals for /metrics (jobs ended by status, items, bytes, durations)
+    P:node:NODE            string  a live worker node, renewed by its watchdog; expires DSCAN_NODE_TTL_S after
+                                   its last beat (NODE: host, pid of its main process, a random part)
+    P:held:TAG             string  the NODE that received the broker message TAG (a delivery tag), kept as
+                                   long as the visibility timeout (a later delivery of TAG overwrites it)
+    P:lost:TAG:NODE        string  claim of the one watchdog that delivers TAG again for the lost NODE
 
 Every status change goes through one Lua script that checks the current status, so a job that was cancelled
 is never marked succeeded by a late merge, and ended jobs never change again.
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
@@ -261,6 +266,11 @@ return 1
 """
 )
 
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
 
 def connect(settings: Settings) -> redis.Redis[str]:
     """A Redis client that fails fast (socket timeouts, one retry) instead of hanging when Redis is down."""
@@ -302,6 +312,7 @@ class Store:
         self._transition = self.redis.register_script(_TRANSITION)
         self._progress = self.redis.register_script(_PROGRESS)
         self._complete = self.redis.register_script(_COMPLETE)
+        self._release = self.redis.register_script(_RELEASE)
 
     # -- keys -----------------------------------------------------------------------------------
 
@@ -551,6 +562,47 @@ class Store:
         """Delete a finished job's intermediate keys (the record and report stay for the retention)."""
         self.redis.delete(*(self.job_key(job_id, part) for part in ("plan", "partials", "progress", "running")))
         self.redis.expire(self.job_key(job_id, "deliveries"), self.retention)
+
+    # -- worker nodes ---------------------------------------------------------------------------
+
+    def beat(self, node: str) -> None:
+        """``node`` is alive: its key lives ``node_ttl_s`` more seconds (Redis's clock: no skew between
+        machines)."""
+        self.redis.set(self.key("node", node), "1", ex=self.settings.node_ttl_s)
+
+    def hold(self, tag: str, node: str) -> None:
+        """``node`` received the broker message ``tag``. Kept as long as the visibility timeout, after which
+        the broker delivers an unacknowledged message again by itself anyway."""
+        self.redis.set(self.key("held", tag), node, ex=self.settings.redelivery_s)
+
+    def lost(self, tags: Sequence[str]) -> dict[str, str]:
+        """Of the unacknowledged messages ``tags``, those whose node has stopped beating: tag -> node. A tag
+        no node is known to hold is none of them (the visibility timeout still covers it)."""
+        if not tags:
+            return {}
+        holders = self.redis.mget([self.key("held", tag) for tag in tags])
+        held = {tag: str(node) for tag, node in zip(tags, holders, strict=True) if node}
+        nodes = sorted(set(held.values()))
+        if not nodes:
+            return {}
+        with self.redis.pipeline(transaction=False) as pipe:
+            for node in nodes:
+                pipe.exists(self.key("node", node))
+            alive = {node for node, n in zip(nodes, pipe.execute(), strict=True) if n}
+        return {tag: node for tag, node in held.items() if node not in alive}
+
+    def claim_lost(self, tag: str, node: str) -> bool:
+        """Whether this caller is the one to deliver ``tag`` again for the lost ``node`` (one atomic SET NX:
+        of the watchdogs of all live nodes, one wins). The claim expires after ``node_ttl_s``, so a delivery
+        that failed half-way is tried again, and a message delivered again meanwhile has a new holder."""
+        claimed = self.redis.set(self.key("lost", tag, node), "1", nx=True, ex=self.settings.node_ttl_s)
+        return bool(claimed)
+
+    def release(self, tag: str, node: str) -> None:
+        """Forget that the lost ``node`` held ``tag`` (delivered again): once the message waits in its queue
+        again, it is held by no node until one receives it and records itself, whenever that is. Unless that
+        happened already: one atomic compare-and-delete."""
+        self._release(keys=[self.key("held", tag)], args=[node])
 
     # -- reports --------------------------------------------------------------------------------
 

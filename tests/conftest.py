@@ -46,6 +46,21 @@ def cli_json(path: Path) -> tuple[int, dict[str, Any]]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+def quiet_scan(path: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    """``dscan scan PATH --format json ARGS`` as users run it (the console script, in a fresh process):
+    (exit status, the report), asserting that nothing reached standard error beside it (a library's own
+    messages, a log line, a traceback)."""
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "dscan"), "scan", str(path), "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.stderr == "", proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
 def finding(report: Report, code: str) -> Any:
     """The finding with ``code``, or None."""
     return next((f for f in report.findings if f.code == code), None)

@@ -6,10 +6,7 @@ what Pillow logs about a file it refuses, printed beside the report."""
 from __future__ import annotations
 
 import io
-import json
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +15,7 @@ from imagetools import encode, natural
 from PIL import Image
 
 from scanner_service.imaging import inspect_image
+from tests.conftest import quiet_scan
 
 
 def bmp(rng: np.random.Generator) -> bytearray:
@@ -192,15 +190,8 @@ def test_what_pillow_logs_about_a_file_it_refuses_does_not_reach_the_terminal(
             struct.pack_into("<H", data, at + 8, 43779)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "a.tif").write_bytes(bytes(data))
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "dscan"), "scan", str(tmp_path / "data"), "-j", "1", "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert run.returncode == 1, run.stderr
-    assert run.stderr == ""
-    found = [(f["name"], at["detail"]) for f in json.loads(run.stdout)["findings"] for at in f["locations"]]
+    status, report = quiet_scan(tmp_path / "data", "-j", "1")
+    assert status == 1
+    found = [(f["name"], at["detail"]) for f in report["findings"] for at in f["locations"]]
     assert len(found) == 1 and found[0][0] == "corrupt-image", found
     assert "Invalid value for samples per pixel" in found[0][1], found

@@ -28,6 +28,7 @@ from PIL import Image, TiffImagePlugin
 
 from scanner_service.imaging import inspect_image, tiff_log
 from scanner_service.imaging.tiff_log import TiffLog
+from tests.conftest import quiet_scan
 
 Write = Callable[[str, bytes], Path]
 DSCAN = Path(sys.executable).parent / "dscan"
@@ -276,16 +277,9 @@ def test_a_scan_prints_no_libtiff_line(tmp_path: Path, write: Write, rng: np.ran
     write("data/fax.tif", overwrite(tiff(rng, "group4"), b"\xff" * 8))
     write("data/lzw.tif", overwrite(tiff(rng, "tiff_lzw"), b"\xff" * 8))
     write("data/ok.tif", tiff(rng, "tiff_adobe_deflate"))
-    run = subprocess.run(
-        [str(DSCAN), "scan", str(tmp_path / "data"), "-j", workers, "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert run.returncode == 1, run.stderr
-    assert run.stderr == ""
-    found = {(f["name"], at["path"], at["detail"]) for f in json.loads(run.stdout)["findings"] for at in f["locations"]}
+    status, report = quiet_scan(tmp_path / "data", "-j", workers)
+    assert status == 1
+    found = {(f["name"], at["path"], at["detail"]) for f in report["findings"] for at in f["locations"]}
     assert {(name, path) for name, path, _ in found} == {
         ("corrupt-image-data", "fax.tif"),
         ("corrupt-image", "lzw.tif"),

@@ -51,6 +51,16 @@ def running_job(st: Store, target: Path, options: dict[str, Any]) -> str:
     return job_id
 
 
+def queued_job(st: Store, tmp_path: Path) -> str:
+    """A job just created (queued, not planned) on a small HDF5 file."""
+    path = tmp_path / "small.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("data", data=np.zeros((10, 4), np.float32))
+    job_id = uuid.uuid4().hex
+    st.create_job(job_id, path=str(path), target=str(path), options={}, callback_url=None, digest=None)
+    return job_id
+
+
 def test_an_indivisible_shard_that_killed_its_worker_twice_becomes_a_finding(tasks: Any, tmp_path: Path) -> None:
     path = tmp_path / "one-row.h5"
     with h5py.File(path, "w") as fh:
@@ -123,12 +133,8 @@ def test_a_time_limit_while_queueing_the_shards_fails_the_job(
     with a reason (it stayed "running" for good, and deduplication kept handing it out)."""
     from celery.exceptions import SoftTimeLimitExceeded
 
-    path = tmp_path / "small.h5"
-    with h5py.File(path, "w") as fh:
-        fh.create_dataset("data", data=np.zeros((10, 4), np.float32))
     st: Store = tasks.store()
-    job_id = uuid.uuid4().hex
-    st.create_job(job_id, path=str(path), target=str(path), options={}, callback_url=None, digest=None)
+    job_id = queued_job(st, tmp_path)
 
     def interrupted(*_args: Any) -> None:
         raise SoftTimeLimitExceeded()  # what Celery raises wherever the task is when the limit passes
@@ -146,12 +152,8 @@ def test_a_scan_cancelled_while_it_is_planned_queues_no_shard(
     """A DELETE that lands while the plan task walks the dataset: the plan task went on to record the plan's
     totals on the cancelled job (the status page showed "0 of 131,072 items" on it) and to queue every shard
     task of it, each then waiting in the queue before other scans' shards only to return at once."""
-    path = tmp_path / "small.h5"
-    with h5py.File(path, "w") as fh:
-        fh.create_dataset("data", data=np.zeros((10, 4), np.float32))
     st: Store = tasks.store()
-    job_id = uuid.uuid4().hex
-    st.create_job(job_id, path=str(path), target=str(path), options={}, callback_url=None, digest=None)
+    job_id = queued_job(st, tmp_path)
     plan = engine.plan
 
     def cancelled_meanwhile(*args: Any, **kwargs: Any) -> Any:

@@ -54,5 +54,6 @@ class Check:
         if self.example:
             parts += ["", "## Example", self.example]
         if self.options:
-            parts += ["", "## Options", *(f"- `{opt}`" for opt in self.options)]
+            # spelled as the flags and the config files spell them (``--sorted-run-batches``, ``sorted-run-batches``)
+            parts += ["", "## Options", *(f"- `{opt.replace('_', '-')}`" for opt in self.options)]
         return "\n".join(parts) + "\n"

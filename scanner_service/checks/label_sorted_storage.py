@@ -14,8 +14,9 @@ CHECK = Check(
     name="label-sorted-storage",
     severity=Severity.WARNING,
     summary=(
-        "Finds runs of one label longer than --sorted-run-batches batches (default 4 × --batch-size) "
-        "in the order samples are stored (one-hot rows by their class; multi-hot labels are not judged)."
+        "Finds runs of one label longer than --sorted-run-batches batches (default 4) of --batch-size samples "
+        "(default-batch-size, 32, when it is not given) in the order samples are stored (one-hot rows by their "
+        "class; multi-hot labels are not judged)."
     ),
     why=(
         "Readers that stream in storage order without shuffling (Caffe's Data and HDF5Data layers, "
@@ -28,7 +29,7 @@ CHECK = Check(
         "shuffling in the reader (HDF5Data's `shuffle: true`, a shuffle buffer for streams)."
     ),
     message="{count} run{s} of a single label longer than the threshold",
-    options=("sorted_run_batches", "batch_size"),
+    options=("sorted_run_batches", "batch_size", "default_batch_size"),
 )
 
 

@@ -40,6 +40,13 @@ def test_every_check_explains_itself(check: checks.Check) -> None:
     assert module.__name__.rsplit(".", 1)[-1] == check.name.replace("-", "_")
 
 
+def test_options_are_spelled_as_the_flags_spell_them() -> None:
+    """``dscan explain L005`` listed ``sorted_run_batches``, the flag being ``--sorted-run-batches``."""
+    text = checks.get_check("L005").explain()
+    options = text.split("## Options", 1)[1]
+    assert "- `sorted-run-batches`" in options and "_" not in options
+
+
 def test_generated_checks_page_is_current() -> None:
     assert (ROOT / "docs" / "checks.md").read_text().rstrip() == checks_markdown().rstrip(), (
         "regenerate: dscan checks --format markdown > docs/checks.md"

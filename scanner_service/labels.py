@@ -389,14 +389,21 @@ def expected_classes(partial: Partial, stream: str, num_classes: int | None) -> 
     return list(tally.classes) if tally.classes else None
 
 
-def stream_location(stream: str, tally: LabelTally, detail: str) -> Location:
-    """Where a finding on a whole label stream goes: the file that holds it, the split folder or ``.`` (see
-    the README). A stream of several files named for a split (``train_0.h5`` and ``train_1.h5`` beside
-    ``val_0.h5`` ...) lies at ``.``, as the other splits do: its detail then names the split."""
+def unplaced_split(stream: str, path: str) -> str | None:
+    """The split of a stream of several files named for it (``train_0.h5`` and ``train_1.h5`` beside
+    ``val_0.h5`` ...), which lies at ``.`` as the other splits do: its path does not say which it is. None for
+    any other stream (a stream of no split is named as its labels, ``/label``, ``y``)."""
     from .sources.naming import SPLITS  # (the sources import this module)
 
-    split = stream.split("/", 1)[0] if "/" in stream else None  # (no split: named as its labels, '/label', 'y')
-    if tally.path == "." and split in SPLITS.values():
+    split = stream.split("/", 1)[0] if "/" in stream else None
+    return split if path == "." and split in SPLITS.values() else None
+
+
+def stream_location(stream: str, tally: LabelTally, detail: str) -> Location:
+    """Where a finding on a whole label stream goes: the file that holds it, the split folder or ``.`` (see
+    the README); the detail names the split where the path does not (``unplaced_split``)."""
+    split = unplaced_split(stream, tally.path)
+    if split is not None:
         detail += f" (split {split})"
     return Location(path=tally.path, dataset=tally.dataset, detail=detail)
 

@@ -53,6 +53,19 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
+def label_title(stream: str, path: str, dataset: str | None) -> str:
+    """What a label table is named by: its file and dataset (``train.h5:/label``; two files' ``/label`` were
+    two tables of one name), its folder or list (``val``, ``train.txt``), or for a stream of several files its
+    dataset, with the split its files' names name (``/label (split val)``)."""
+    from ..labels import unplaced_split
+
+    if path not in (".", ""):
+        return f"{path}:{dataset}" if dataset else path
+    split = unplaced_split(stream, path)
+    name = dataset or path or "."
+    return f"{name} (split {split})" if split is not None else name
+
+
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and the noun, plural unless one: '1 item', '2,300 items', '0 errors', '1 class', '3 classes'."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

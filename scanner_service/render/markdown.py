@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import checks
 from ..report import Report
-from . import counted, human_bytes, notes
+from . import counted, human_bytes, label_title, notes
 
 SPECIAL = frozenset("\\`*_<>[]#|~!&")
 """Characters that would start markup in running text (CommonMark lets a backslash escape any of them)."""
@@ -66,7 +66,7 @@ def render(report: Report) -> str:
     if shown:
         lines += ["## Notes", ""] + [f"- {_text(note)}" for note in shown] + [""]
     for lab in report.labels:
-        lines += [f"## Labels {_code(lab.dataset or lab.path)} ({lab.kind})", ""]
+        lines += [f"## Labels {_code(label_title(lab.stream, lab.path, lab.dataset))} ({lab.kind})", ""]
         if lab.kind == "classes" and lab.histogram:
             head = "| class | count | fraction |" + (" P(absent) |" if lab.batch_size else "")
             lines += [head, "|---|---|---|" + ("---|" if lab.batch_size else "")]

@@ -12,7 +12,7 @@ from rich.text import Text
 from .. import checks
 from ..report import Report
 from ..severity import Severity
-from . import counted, human_bytes, notes
+from . import counted, human_bytes, label_title, notes
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -49,7 +49,7 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
             continue
         console.print()
         counts = f"{counted(lab.total, 'label')}, {counted(lab.distinct, 'class', 'classes')}"
-        title = f"labels {lab.dataset or lab.path}: {counts}"
+        title = f"labels {label_title(lab.stream, lab.path, lab.dataset)}: {counts}"
         if lab.imbalance_ratio:
             title += f", imbalance {lab.imbalance_ratio:.1f}x"
         console.print(Text(title, style="bold"))  # above the table, not its title: a narrow table would wrap it

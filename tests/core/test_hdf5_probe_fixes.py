@@ -261,3 +261,21 @@ def test_streams_of_several_files_named_for_a_split_say_their_split(tmp_path: Pa
     absent = finding(report, "L004")
     assert absent is not None
     assert {(loc.detail or "").rsplit(" (", 1)[-1] for loc in absent.locations} == {"split train)", "split val)"}
+
+
+def test_label_tables_are_named_by_file_and_dataset(tmp_path: Path) -> None:
+    """train.h5's and extra.h5's /label (two streams: train.h5 is a split of its own, as in the demo) were two
+    text and Markdown tables both headed "labels /label"; and two splits' streams of several files each, both
+    at '.', were both "/label"."""
+    from scanner_service.render import render
+
+    for name in ("train.h5", "extra.h5"):
+        write_h5(tmp_path / "one" / name, {"data": np.zeros((8, 2), np.float32), "label": np.arange(8) % 2})
+    text = render(run_scan(tmp_path / "one"), "text")
+    assert "labels train.h5:/label: 8 labels" in text and "labels extra.h5:/label: 8 labels" in text
+    for split in ("train", "val"):
+        for part in (0, 1):
+            labels = np.arange(8) % 2
+            write_h5(tmp_path / "two" / f"{split}_{part}.h5", {"data": np.zeros((8, 2), np.float32), "label": labels})
+    markdown = render(run_scan(tmp_path / "two"), "markdown")
+    assert "## Labels `/label (split train)`" in markdown and "## Labels `/label (split val)`" in markdown

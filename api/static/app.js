@@ -249,14 +249,42 @@
       if (field) {
         field.setAttribute("aria-invalid", "true");
         field.setAttribute("aria-errormessage", "form-error");
+        const folded = field.closest("details");
+        if (folded) folded.open = true; // a field under "More options" can only take the focus when shown
         field.focus();
       }
+    }
+
+    // The label a person reads for a field ("Batch size"), where the API names it ("batch_size").
+    const labelOf = (el) => (el.labels && el.labels[0] ? el.labels[0].textContent.trim() : el.name);
+    const fieldNamed = (name) => [...form.elements].find((el) => el.name === name) || null;
+
+    // A number field holding what is no number ("12-", "1e") has the value "" in the browser: it would be
+    // left out of the request silently, and the scan started without it.
+    const badNumber = () => [...form.elements].find((el) => el.type === "number" && el.validity.badInput) || null;
+
+    // A 422 that lists its problems per field: each in the words of the form, the first field marked.
+    function fieldErrors(body) {
+      const errors = body && Array.isArray(body.errors) ? body.errors : [];
+      const named = errors
+        .map((e) => ({ field: Array.isArray(e.loc) ? fieldNamed(String(e.loc[e.loc.length - 1])) : null, e }))
+        .filter((x) => x.field);
+      if (!named.length) return null;
+      const lines = named.map(({ field, e }) => `${labelOf(field)}: ${String(e.msg).replace(/^Value error, /, "")}`);
+      return { message: lines.join("; "), field: named[0].field };
     }
 
     function clearError() {
       error.hidden = true;
       error.textContent = "";
       for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+    }
+
+    // Whether a scan of this status shows in the list below: not in a list filtered by another status
+    // (the failed scans), where "its progress shows below" sent people looking for a row that never came.
+    function listed(jobStatus) {
+      const table = $("#jobs");
+      return Boolean(jobs && table && (!table.dataset.status || table.dataset.status === jobStatus));
     }
 
     function say(prefix, id, suffix) {
@@ -281,6 +309,11 @@
         if (value === "") continue;
         body[el.name] = el.type === "number" ? Number(value) : value;
       }
+      const bad = badNumber();
+      if (bad) {
+        showError(`${labelOf(bad)}: enter a whole number, or leave it empty.`, bad);
+        return;
+      }
       if (!body.path) {
         showError("Enter the path of a dataset under the data roots.", path);
         return;
@@ -290,16 +323,22 @@
       try {
         const r = await api(form.dataset.api, { method: "POST", body: JSON.stringify(body) });
         if (r.ok) {
-          if (r.body.deduplicated) {
+          const where = listed(r.body.status) ? "Its progress shows below." : "Follow it on its page.";
+          if (r.body.deduplicated && active(r.body)) {
+            // the same request on unchanged data is on its way: there is no report yet to point to
+            say("The same scan is already under way: ", r.body.id, `, ${r.body.status}. ${where}`);
+          } else if (r.body.deduplicated) {
             say("Nothing changed since ", r.body.id, ": its report still holds (tick “Scan again” to rescan).");
           } else {
-            say("Started ", r.body.id, ". Its progress shows below.");
+            say("Started ", r.body.id, `. ${where}`);
           }
           if (jobs) jobs.refresh();
         } else {
           status.textContent = "";
+          const perField = fieldErrors(r.body);
           const message = detailOf(r);
-          showError(message, fieldOf(message));
+          if (perField) showError(perField.message, perField.field);
+          else showError(message, fieldOf(message));
         }
       } catch (err) {
         status.textContent = "";
@@ -312,8 +351,11 @@
     });
 
     function fieldOf(message) {
-      // the field an error names: the path, an option by its name ("batch_size: ..."), or the list that holds
-      // an unknown check code
+      // the field an error names: the one it starts with ("root '/etc' is outside the data roots", which also
+      // names the roots), an option by its name ("batch_size: ..."), the path, or the list that holds an
+      // unknown check code
+      const first = /^(\w+) '/.exec(message);
+      if (first && fieldNamed(first[1])) return fieldNamed(first[1]);
       if (/\bpath\b|data roots|does not exist/.test(message)) return path;
       const named = [...form.elements].find((el) => el.name && el.name !== "path" && message.includes(`${el.name}:`));
       if (named) return named;
@@ -354,19 +396,41 @@
       }
     }
 
+    const stale = $("#scan-stale");
+    let shownAt = new Date();
+
+    // The numbers on the page stop moving when the service stops answering: say so, and since when, rather
+    // than go on showing a scan running with minutes left (it kept "Running, about 1 min left" for ever).
+    function unanswered(reason) {
+      const since = shownAt.toTimeString().slice(0, 8);
+      const text = `${reason}: the progress above is from ${since}. Trying again.`;
+      if (stale.textContent !== text) stale.textContent = text; // (said once, not at every try)
+      stale.hidden = false;
+    }
+
     async function poll() {
       try {
         const r = await api(url);
         if (r.ok) {
+          shownAt = new Date();
+          stale.hidden = true;
           update(r.body);
           if (!active(r.body)) {
             announce.textContent = `The scan ${outcome(r.body)}. Loading the report.`;
             setTimeout(() => location.reload(), 400);
             return;
           }
+        } else if (r.status === 404) {
+          // the service no longer knows the scan (past its retention, or its store was emptied): the page
+          // itself says so
+          location.reload();
+          return;
+        } else {
+          unanswered(`The service cannot tell how the scan goes (${detailOf(r)})`);
         }
       } catch (err) {
         if (err.message === "signed out") return;
+        unanswered("The service does not answer");
       }
       setTimeout(poll, document.hidden ? SLOW_MS : FAST_MS);
     }

@@ -147,3 +147,149 @@ def test_notes_of_a_report_show_in_its_summary(browser: Any, web_service: Servic
     assert "labels.none" not in about and "lmdb.not_scanned" not in about, about
     assert "lmdb.records" in about
     page.close()
+
+
+# -- the scan form -----------------------------------------------------------------------------------------
+
+
+def submit_form(page: Any, fields: dict[str, str]) -> None:
+    """Fill the form's fields by their labels (opening "More options" for the ones under it), then close
+    "More options" again and press "Start scan", as someone who looked over the form would."""
+    more = page.locator("details.more")
+    for label, value in fields.items():
+        field = page.get_by_label(label, exact=True)
+        if not field.is_visible():
+            more.locator("summary").click()
+        field.click()
+        page.keyboard.type(value)  # typed, as a person does (fill() refuses what a number field would not take)
+    if more.evaluate("d => d.open"):
+        more.locator("summary").click()
+    page.get_by_role("button", name="Start scan").click()
+
+
+def jobs_of(svc: Service) -> int:
+    with httpx.Client(base_url=svc.url, timeout=30) as client:
+        total: int = client.get("/api/v1/scans").json()["total"]
+    return total
+
+
+def test_a_number_field_holding_no_number_stops_the_form(browser: Any, page_service: Service) -> None:
+    """'12-' typed as the batch size is no number: the browser gives the field the value '', so the scan was
+    started without a batch size, and nothing said so."""
+    before = jobs_of(page_service)
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(page_service.url + "/")
+    submit_form(page, {"Dataset path": "clean", "Batch size": "12-"})
+    expect(page.locator("#form-error")).to_have_text("Batch size: enter a whole number, or leave it empty.")
+    field = page.get_by_label("Batch size", exact=True)
+    expect(field).to_be_focused()
+    expect(field).to_have_attribute("aria-invalid", "true")
+    assert page.inner_text("#form-status") == ""
+    page.close()
+    assert jobs_of(page_service) == before, "a scan was started without the batch size"
+
+
+def test_option_errors_read_in_the_words_of_the_form(browser: Any, page_service: Service) -> None:
+    """The API's 422 named its fields as the JSON does ('invalid request: num_classes: Input should be ...',
+    'Value error, must be an integer'): the page says 'Number of classes: ...' and marks that field."""
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(page_service.url + "/")
+    submit_form(page, {"Dataset path": "clean", "Number of classes": "0", "Smallest image side (px)": "2.5"})
+    error = page.locator("#form-error")
+    expect(error).to_have_text(
+        "Number of classes: Input should be greater than or equal to 1; "
+        "Smallest image side (px): must be an integer, not float 2.5"
+    )
+    expect(page.get_by_label("Number of classes", exact=True)).to_be_focused()
+    assert page.get_by_label("Smallest image side (px)").get_attribute("aria-invalid") is None  # the first only
+    page.close()
+
+
+def test_a_root_outside_the_data_roots_marks_the_root_field(browser: Any, page_service: Service) -> None:
+    """'root '/etc' is outside the data roots' marked and focused the dataset path (the message names the
+    data roots), and the field it is about stayed folded under "More options"."""
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(page_service.url + "/")
+    submit_form(page, {"Dataset path": "clean", "Image list root": "/etc"})
+    expect(page.locator("#form-error")).to_contain_text("root '/etc' is outside the data roots")
+    root = page.get_by_label("Image list root", exact=True)
+    expect(root).to_be_visible()
+    expect(root).to_be_focused()
+    expect(root).to_have_attribute("aria-invalid", "true")
+    assert page.get_by_label("Dataset path").get_attribute("aria-invalid") is None
+    page.close()
+
+
+def test_the_same_scan_under_way_is_not_said_to_have_a_report(browser: Any, page_service: Service) -> None:
+    """The form sent the same request as a scan still queued (a second tab, a second click): the page said
+    'Nothing changed since scan ...: its report still holds', of a scan that had no report yet."""
+    import h5py
+
+    name = f"under-way-{time.time_ns()}.h5"
+    with h5py.File(page_service.data_root / name, "w") as fh:
+        fh["x"] = np.ones((8, 2), dtype=np.float32)
+    with httpx.Client(base_url=page_service.url, timeout=30) as client:
+        first = client.post("/api/v1/scans", json={"path": name})  # no worker here: it stays queued
+        assert first.status_code == 202, first.text
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(page_service.url + "/")
+    submit_form(page, {"Dataset path": name})
+    status = page.locator("#form-status")
+    expect(status).to_have_text(
+        f"The same scan is already under way: scan {first.json()['id'][:8]}, queued. Its progress shows below."
+    )
+    assert "report" not in status.inner_text()
+    page.close()
+
+
+def test_a_scan_started_from_a_filtered_list_is_not_promised_below(browser: Any, page_service: Service) -> None:
+    """Started from the list of failed scans, the page said 'Its progress shows below', where a queued scan
+    never shows."""
+    import h5py
+
+    name = f"filtered-{time.time_ns()}.h5"
+    with h5py.File(page_service.data_root / name, "w") as fh:
+        fh["x"] = np.ones((8, 2), dtype=np.float32)
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(page_service.url + "/?status=failed")
+    submit_form(page, {"Dataset path": name})
+    status = page.locator("#form-status")
+    expect(status).to_contain_text("Started scan")
+    job_id = page.get_attribute("#form-status a", "href").rsplit("/", 1)[1]
+    expect(status).to_have_text(f"Started scan {job_id[:8]}. Follow it on its page.")
+    assert page.locator(f'#jobs tr[data-id="{job_id}"]').count() == 0
+    page.goto(page_service.url + "/")  # the whole list: there it is
+    submit_form(page, {"Dataset path": name, "Scan again even if nothing changed": ""})
+    expect(status).to_contain_text("Its progress shows below.")
+    page.close()
+
+
+# -- one scan while it runs --------------------------------------------------------------------------------
+
+
+def test_a_scan_page_says_when_its_progress_stops_coming(browser: Any, page_service: Service) -> None:
+    """With the service not answering (Redis down: 503; the network gone) the page went on saying 'Running',
+    'about 1 min left', for ever; a scan the service no longer knows (404) did too."""
+    job_id = seed_job(page_service, "defects", "running", items_total=1000, items_done=100, shards_total=2)
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(f"{page_service.url}/scans/{job_id}")
+    stale = page.locator("#scan-stale")
+    expect(page.locator("#scan-progress-text")).to_contain_text("100 of 1,000 items")
+    assert not stale.is_visible()
+
+    api = f"**/api/v1/scans/{job_id}"
+    down = '{"detail": "the job store is unavailable"}'
+    page.route(api, lambda route: route.fulfill(status=503, body=down, content_type="application/json"))
+    expect(stale).to_contain_text("The service cannot tell how the scan goes (the job store is unavailable)")
+    expect(stale).to_contain_text("the progress above is from")
+    page.unroute(api)
+    expect(stale).to_be_hidden(timeout=5_000)
+    page.route(api, lambda route: route.abort())
+    expect(stale).to_contain_text("The service does not answer")
+    page.unroute(api)
+    expect(stale).to_be_hidden(timeout=5_000)
+
+    redis = page_service.store_client()
+    redis.delete(page_service.key("job", job_id))  # past its retention
+    expect(page.locator("h1")).to_have_text("No such scan", timeout=10_000)
+    page.close()

@@ -252,6 +252,9 @@ class _Dataset(Rows):
     onehot: bool = False
     """An N×K dataset named like labels: also read as rows of 0/1 labels (one-hot, multi-hot); booleans only so
     (``is_label`` set too: no data to scan)."""
+    row_vector: bool = False
+    """Labels that HDF5 holds as a 1×N row (a MATLAB column vector): ``shape`` is (N,), read along the second
+    axis, one label per sample."""
 
 
 def file_label(name: str, shape: tuple[int, ...]) -> bool:
@@ -260,6 +263,18 @@ def file_label(name: str, shape: tuple[int, ...]) -> bool:
     file order; left out, a label beyond --num-classes in one of them passed unseen. (Scalars in groups are the
     labels of per-sample groups, read as their role: ``hdf5_roles``.)"""
     return not shape and name.count("/") == 1
+
+
+def matlab_row_labels(datasets: list[_Dataset], labels: str | None) -> None:
+    """Read a MATLAB file's N×1 label vectors as N labels. MATLAB stores them column-major, so HDF5 holds a 1×N
+    row: read as it stands it was a one-hot array of one row, no label check ran, and a label beyond
+    --num-classes passed unseen. A 1×N one-hot array is nonsense, so the row is the labels (indices count along
+    it, the samples' own order)."""
+    for ds in datasets:
+        row = ds.field is None and len(ds.shape) == 2 and ds.shape[0] == 1 and ds.shape[1] > 1 and ds.role is None
+        if row and ds.dtype.kind in "fiub" and is_label_name(ds.name, labels):
+            ds.shape, ds.is_label, ds.onehot, ds.row_vector = (ds.shape[1],), True, False, True
+            ds.chunks = (ds.chunks[1],) if ds.chunks else None
 
 
 def object_name(name: str | bytes) -> str:
@@ -627,8 +642,8 @@ class Hdf5Source(Source):
             partial.info["hdf5.matlab"] = (
                 f"MATLAB v7.3 file{'s' if len(self._matlab) > 1 else ''} ({shown}): MATLAB stores arrays "
                 "column-major, so HDF5 and this report see them transposed: an index counts along MATLAB's last "
-                "dimension (for a samples × features matrix, the index is the feature), and a column vector of "
-                "labels is a 1×N row"
+                "dimension (for a samples × features matrix, the index is the feature); a column vector of labels, "
+                "a 1×N row in HDF5, is read as N labels, its index the sample"
             )
         if self._unscanned:
             count, listed = len(self._unscanned), _listed(self._unscanned)
@@ -736,6 +751,7 @@ class Hdf5Source(Source):
                 self._coordinates.extend(coordinates(fh, datasets, rel, self.config.labels))
                 if fh.userblock_size and is_matlab(path):
                     self._matlab.append(rel)
+                    matlab_row_labels(datasets, self.config.labels)
                 roles = find_roles(datasets, self.config.labels)
                 gaps = [gap for gap in member_gaps(datasets, roles) if _lacks(fh, gap)]
         except (OSError, RuntimeError, ValueError, KeyError) as exc:
@@ -1077,6 +1093,8 @@ class Hdf5Source(Source):
                 other = split_of(data.name)
                 if split is not None and other is not None and other != split:
                     continue
+                if label.row_vector and label.rows == data.shape[-1]:  # MATLAB's samples × features, transposed
+                    continue
                 if data.rows != label.rows and label.rows <= 2 * data.rows and data.rows <= 2 * label.rows:
                     partial.add(
                         "L001",
@@ -1114,6 +1132,7 @@ class Hdf5Source(Source):
                     **({"small": ds.small} if ds.small is not None else {}),
                     **({"role": ds.role.spec()} if ds.role is not None else {}),
                     **({"onehot": True} if ds.onehot else {}),
+                    **({"row_vector": True} if ds.row_vector else {}),
                     **({"stream": stream} if stream is not None else {}),
                 }
             )
@@ -1218,6 +1237,8 @@ class _SegmentReader:
         elif self.ds.dtype.subdtype is not None:  # array elements: values of the element's shape
             base, inner = self.ds.dtype.subdtype
             self.shape, self.dtype = (*self.shape, *inner), base
+        if seg.get("row_vector"):  # a MATLAB column vector of labels: HDF5's 1×N row
+            self.shape = self.shape[1:]
         self.block_bytes = source.config.block_bytes
         self.index: ChunkIndex | None = None
         self.chunks: tuple[int, ...] | None = self.ds.chunks
@@ -1703,6 +1724,8 @@ class _SegmentReader:
                 return np.asarray(source[()]).reshape(1)
             if onehot:
                 return np.asarray(source[a:b]).reshape(b - a, width)
+            if self.seg.get("row_vector"):
+                return np.asarray(source[0, a:b]).reshape(b - a)
             return np.asarray(source[a:b]).reshape(b - a)
 
         for r in range(start, stop, step):

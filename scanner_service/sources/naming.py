@@ -2,8 +2,9 @@
 archive members).
 
 Without ``--labels``, an array is labels when its name is one of ``LABEL_NAMES``, alone or with the name of a
-split (``y_train``, ``test_labels``: Keras-style files). ``--labels NAME`` names them instead: a bare name matches
-the last part of a path (any group, any folder), a path (``/train/y``) the whole of it.
+split (``y_train``, ``test_labels``: Keras-style files; ``trainY`` in camelCase; ``train_set_y`` with a word of
+``FILLER`` between, as the deeplearning.ai course files are laid out). ``--labels NAME`` names them instead: a
+bare name matches the last part of a path (any group, any folder), a path (``/train/y``) the whole of it.
 
 Label arrays of one name in several files are one label stream (the shards of one training set), but not across
 splits: ``train/y.npy`` and ``val/y.npy`` are the streams ``train/y`` and ``val/y``, so that a class missing from
@@ -24,6 +25,18 @@ SPLITS = {
 }
 """Words that name a split of the data in an array's name (``X_train``, ``y_val``), and the split each names."""
 
+FILLER = frozenset({"set", "data"})
+"""Words that say nothing of what an array holds (``train_set_y``, ``test_set_x`` of the deeplearning.ai course
+files): left out when a name is judged, so that the split and the label word are what remains."""
+
+
+def name_words(name: str) -> list[str]:
+    """The words of an array's own name (the last part of its path), lower case: split at every character that is
+    no letter and where camelCase starts a word (``trainY``, ``XTest``), as people name arrays both ways."""
+    base = name.rsplit("/", 1)[-1]
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", base)
+    return [w for w in re.split(r"[^a-z]+", spaced.lower()) if w]
+
 
 def is_label_name(name: str, labels_option: str | None) -> bool:
     """Whether an array named ``name`` (a path whose parts are separated by ``/``) holds labels."""
@@ -32,14 +45,13 @@ def is_label_name(name: str, labels_option: str | None) -> bool:
             return name.rsplit("/", 1)[-1] == labels_option
         return name.lstrip("/") == labels_option.lstrip("/")
     base = name.rsplit("/", 1)[-1].lower()
-    words = set(filter(None, re.split(r"[^a-z]+", base)))
+    words = set(name_words(name)) - FILLER
     return base in LABEL_NAMES or (len(words) == 2 and bool(words & LABEL_NAMES) and bool(words & SPLITS.keys()))
 
 
 def split_of(name: str) -> str | None:
     """The split an array's name names (``X_train`` and ``train_labels``: train), None for none."""
-    words = re.split(r"[^a-z]+", name.rsplit("/", 1)[-1].lower())
-    return next((SPLITS[w] for w in words if w in SPLITS), None)
+    return next((SPLITS[w] for w in name_words(name) if w in SPLITS), None)
 
 
 def split_folder(rel: str) -> str | None:

@@ -21,8 +21,15 @@ have="$(cat "$stamp" 2>/dev/null || true)"
 # dev includes service: a venv set up for the tests also serves ./dscan, without a reinstall.
 if [ "$have" != "$want" ] && ! { [ "$EXTRAS" = service ] && [ "$have" = "$digest-dev" ]; }; then
   echo "dscan: installing dscan[$EXTRAS] and its dependencies (first run only)" >&2
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$DSCAN_HOME[$EXTRAS]" >&2
+  # pip warns once per package about each configured index or find-links folder that does not exist (a
+  # machine's pip.conf naming local mirrors): dozens of lines that say nothing about this install; its other
+  # messages, and its exit status, pass through.
+  pip_install() {
+    { "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>&1 1>&3 \
+      | { grep -v "^WARNING: Location '.*' is ignored: it is neither a file nor a directory\.$" || true; } >&2; } 3>&2
+  }
+  pip_install --upgrade pip
+  pip_install -e "$DSCAN_HOME[$EXTRAS]"
   echo "$want" > "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -47,6 +47,7 @@ from .hdf5_roles import SHOWN as ROLES_SHOWN
 from .hdf5_roles import Gap, Role, find_roles, member_gaps, role_meta, roles_text
 from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
 from .naming import LABEL_NAMES, is_label_name, split_folder, split_of, split_stream
+from .npy_fields import FieldPath, field_dtype, field_text, leaf_fields, pick
 from .walk import LINK_OUT, UNLISTABLE, Outside
 
 ZLIB_ERROR: type[Exception] = deflate.DeflateError
@@ -237,14 +238,16 @@ class _FilePlan:
 @dataclass(slots=True)
 class _Dataset(Rows):
     name: str
-    """As locations name it: the dataset's path, and for a field of a compound dataset ``/t['x']``."""
+    """As locations name it: the dataset's path, and for a field of a compound dataset ``/t['x']`` (a field of
+    a nested compound by its path: ``/t['pos']['y']``)."""
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
     chunks: tuple[int, ...] | None
     is_label: bool
     path: str = ""
     """The dataset's path in the file, when it differs from ``name`` (a field)."""
-    field: str | None = None
+    field: FieldPath | None = None
+    """The compound field read, by its path of field names (``("pos", "y")``); None for the whole dataset."""
     small: dict[str, Any] | None = None
     """How a worker reads it as a small dataset (``hdf5_small``), None for the general reader."""
     role: Role | None = None
@@ -299,11 +302,10 @@ UNSCANNED_SHOWN = 5
 
 def _unscanned_kind(dtype: np.dtype[Any], field: bool = False) -> str | None:
     """What a numeric dataset (or compound field) that is not scanned holds (complex, variable-length
-    numbers, nested compounds); None for strings, references and other data that holds no numbers."""
+    numbers); None for strings, references and other data that holds no numbers. (A nested compound is no
+    field of its own: its fields are, ``leaf_fields``.)"""
     if dtype.kind == "c":
         return f"complex {dtype.name}"
-    if field and dtype.names:
-        return "a nested compound"
     if field and dtype.subdtype is not None:
         return _unscanned_kind(dtype.subdtype[0], field)
     base = h5py.check_vlen_dtype(dtype)
@@ -827,11 +829,12 @@ class Hdf5Source(Source):
             except TypeError as exc:  # an HDF5 type NumPy has no equivalent for (24-bit integers, H5T_TIME)
                 not_scanned.append(f"{rel}:{shown} (a type h5py cannot read into NumPy: {exc})")
                 return
-            numeric_fields = [f for f in dtype.names or () if dtype[f].base.kind in "fiu"]
-            for f in dtype.names or ():
-                unscanned = _unscanned_kind(dtype[f].base, field=True)
+            leaves = list(leaf_fields(dtype)) if dtype.names else []  # nested compounds: their fields, by path
+            numeric_fields = [f for f, sub in leaves if sub.base.kind in "fiu"]
+            for f, sub in leaves:
+                unscanned = _unscanned_kind(sub.base, field=True)
                 if unscanned is not None:
-                    not_scanned.append(f"{rel}:{shown}['{f}'] ({unscanned})")
+                    not_scanned.append(f"{rel}:{shown}{field_text(f)} ({unscanned})")
             array = dtype.subdtype is not None and dtype.subdtype[0].kind in "fiu"  # ('f4', (4,)) elements
             shape = tuple(int(n) for n in obj.shape) if obj.shape is not None else None
             if dtype.kind == "b" and shape and len(shape) <= 2 and shape[1:] in ((), (1,)):
@@ -879,11 +882,10 @@ class Hdf5Source(Source):
                 self._unwritten.append(f"{rel}:{shown} {_ranges_text(unwritten)}{_fill_text(obj)}")
             if numeric_fields:  # a table (pandas' format="table", PyTables): every numeric column
                 for f in numeric_fields:
-                    sub = dtype[f]
-                    named = f"{shown}['{f}']"
+                    sub = field_dtype(dtype, f)
+                    named = f"{shown}{field_text(f)}"
                     one = len(shape) == 1 and sub.shape == ()
-                    labels = self.config.labels
-                    chosen = (is_label_name(named, labels) or f == labels) if labels else f.lower() in LABEL_NAMES
+                    chosen = self._label_field(named, f)
                     rows = (*(shape or (1,)), *sub.shape)
                     found.append(_Dataset(named, rows, sub.base, None, one and chosen, full, f))
                 return
@@ -908,6 +910,16 @@ class Hdf5Source(Source):
         for lost in getattr(visit_items, "lost", []):
             partial.add("S001", lost)
         return found, partial, not_scanned, bool(seen)
+
+    def _label_field(self, named: str, f: FieldPath) -> bool:
+        """Whether the compound field ``f`` (``named`` as reports name it) is named as labels: a field of the
+        table itself, by the rule of datasets (``label``, ``y`` ...; or ``--labels``). A field of a nested compound
+        is data whatever its name: ``pos['y']`` beside ``pos['x']`` is a coordinate, and read as class ids its
+        values were label findings, its NaN no ``nan-value``."""
+        if len(f) != 1:
+            return False
+        labels = self.config.labels
+        return (is_label_name(named, labels) or f[0] == labels) if labels else f[0].lower() in LABEL_NAMES
 
     def _lean_visit(self, fh: h5py.File, visit: Any, found: list[_Dataset], seen: list[str]) -> None:
         """``fh.visititems(visit)``, where a small numeric dataset without attributes is described from its
@@ -1127,7 +1139,7 @@ class Hdf5Source(Source):
                     "stream_start": stream_start + start,
                     "bytes": (stop - start) * ds.row_bytes,
                     **({"path": ds.path} if ds.path else {}),
-                    **({"field": ds.field} if ds.field is not None else {}),
+                    **({"field": list(ds.field)} if ds.field is not None else {}),
                     **({"chunk_rows": step} if step > 1 else {}),
                     **({"small": ds.small} if ds.small is not None else {}),
                     **({"role": ds.role.spec()} if ds.role is not None else {}),
@@ -1226,11 +1238,11 @@ class _SegmentReader:
         self.rel: str = seg["file"]
         self.name: str = seg["dataset"]
         self.ds: h5py.Dataset = fh[h5_key(seg.get("path", self.name))]
-        self.field: str | None = seg.get("field")
+        self.field: FieldPath | None = tuple(seg["field"]) if "field" in seg else None
         self.shape: tuple[int, ...] = tuple(int(n) for n in self.ds.shape) or (1,)
         self.dtype: np.dtype[Any] = self.ds.dtype
         if self.field is not None:
-            column = self.ds.dtype[self.field]
+            column = field_dtype(self.ds.dtype, self.field)
             self.shape, self.dtype = (*self.shape, *column.shape), column.base
         elif self.ds.dtype.kind == "c":  # complex numbers: their real and imaginary parts, a last axis of 2
             self.shape, self.dtype = (*self.shape, 2), complex_parts(self.ds.dtype)
@@ -1284,8 +1296,7 @@ class _SegmentReader:
             yield from self._label_blocks()
             return
         if self.field is not None:
-            column = self.ds.fields(self.field)
-            yield from self._sliced_blocks(lambda key: column[key])
+            yield from self._sliced_blocks(self._column)
             return
         if self.ds.dtype.subdtype is not None:
             yield from self._sliced_blocks(lambda key: self.ds[key])
@@ -1311,6 +1322,12 @@ class _SegmentReader:
             yield from self._contiguous()
             return
         yield from self._h5py_blocks()
+
+    def _column(self, key: Any) -> Any:
+        """``key`` of the compound field read: h5py reads the top field alone (``fields``), a nested one is
+        picked from it (``block['pos']['y']``: h5py names top fields only)."""
+        assert self.field is not None
+        return pick(self.ds.fields(self.field[0])[key], self.field[1:])
 
     # numeric data --------------------------------------------------------------------------------
 
@@ -1717,16 +1734,16 @@ class _SegmentReader:
         onehot = bool(self.seg.get("onehot"))
         width = self.shape[1] if onehot else 1
         step = max(1, self.block_bytes // max(1, self.dtype.itemsize * width))
-        source = self.ds if self.field is None else self.ds.fields(self.field)  # a table's label column
+        source = self.ds.__getitem__ if self.field is None else self._column  # a table's label column
 
         def rows(a: int, b: int) -> np.ndarray[Any, Any]:
             if not self.ds.shape:  # one label (one group per sample): a scalar
-                return np.asarray(source[()]).reshape(1)
+                return np.asarray(source(())).reshape(1)
             if onehot:
-                return np.asarray(source[a:b]).reshape(b - a, width)
+                return np.asarray(source(np.s_[a:b])).reshape(b - a, width)
             if self.seg.get("row_vector"):
-                return np.asarray(source[0, a:b]).reshape(b - a)
-            return np.asarray(source[a:b]).reshape(b - a)
+                return np.asarray(source(np.s_[0, a:b])).reshape(b - a)
+            return np.asarray(source(np.s_[a:b])).reshape(b - a)
 
         for r in range(start, stop, step):
             n = min(step, stop - r)

@@ -62,7 +62,7 @@ class Described(Protocol):
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
     is_label: bool
-    field: str | None
+    field: tuple[str, ...] | None
 
     @property
     def rows(self) -> int: ...

@@ -16,10 +16,11 @@ unpickled: an array of Python objects is named in a note, not scanned. Reading:
   naming the member.
 
 Structured arrays are tables: each numeric field is scanned as a column ``['x']`` (HDF5 compound tables the same
-way); a field named like labels is a label stream. A 1-D array (or N×1) named like labels (``y``, ``labels``,
-``y_train`` ..., ``--labels NAME``) is a label stream, checked against the data beside it (the same folder, or
-the same archive) for its length. An N×K one in C order (one-hot or multi-hot rows of 0/1, ``to_categorical``) is
-a label stream of rows (``labels.tally_onehot``) and, but booleans, data too.
+way), and each numeric field of a nested one by its path, ``['pos']['y']`` (``npy_fields``); a field named like
+labels is a label stream (a nested one is data: ``pos.y`` is a coordinate, no class). A 1-D array (or N×1) named
+like labels (``y``, ``labels``, ``y_train`` ..., ``--labels NAME``) is a label stream, checked against the data
+beside it (the same folder, or the same archive) for its length. An N×K one in C order (one-hot or multi-hot
+rows of 0/1, ``to_categorical``) is a label stream of rows (``labels.tally_onehot``) and, but booleans, data too.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from ..partial import Partial
 from ..statistics import channel_layout, complex_parts
 from .base import Plan, Rows, Shard, Source, SourceInfo, pack_segments, segment_shard
 from .naming import LABEL_NAMES, is_label_name, split_folder, split_of, split_stream
+from .npy_fields import FieldPath, field_dtype, field_text, leaf_fields, pick
 from .npy_files import NPY_MAGIC, ZIP_MAGIC, folder_arrays, is_numpy_source
 from .npy_zip import METHODS, Member, MemberStream, listed_members, recovered_members
 from .walk import LINK_OUT, UNLISTABLE, Outside
@@ -121,9 +123,10 @@ class _At:
 
 @dataclass(frozen=True, slots=True)
 class _Column:
-    """What is scanned of an array: the whole of it (``field`` None) or one field of a structured array."""
+    """What is scanned of an array: the whole of it (``field`` None) or one leaf field of a structured array,
+    by its path (``("pos", "y")``; one name for a flat field)."""
 
-    field: str | None
+    field: FieldPath | None
     label: bool
     onehot: bool = False
     """An N×K array named like labels: also read as rows of 0/1 labels (one-hot, multi-hot), besides as data."""
@@ -150,25 +153,19 @@ def columns(
     dtype: np.dtype[Any], shape: tuple[int, ...], name: str, labels: str | None, fortran: bool = False
 ) -> list[_Column]:
     """The columns scanned of an array named ``name`` (its path in the dataset, without ``.npy``): the array
-    itself, or each numeric field of a structured one; which of them are labels (an N×K array in C order named
-    like labels: rows of 0/1 labels, and data). Empty: nothing to scan."""
+    itself, or each numeric leaf field of a structured one (nested fields included); which of them are labels
+    (an N×K array in C order named like labels: rows of 0/1 labels, and data). Empty: nothing to scan."""
     one = len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
     if dtype.names:
         found = []
-        for f in dtype.names:
-            sub = dtype[f]
+        for path, sub in leaf_fields(dtype):
             boolean = sub.base.kind == "b" and sub.shape == ()
-            if (sub.base.kind not in "fiuc" or sub.base.names or sub.hasobject) and not boolean:
+            if (sub.base.kind not in "fiuc" or sub.hasobject) and not boolean:
                 continue
-            chosen = (
-                (is_label_name(f"{name}['{f}']", labels_option(labels)) or f == labels)
-                if labels
-                else f.lower() in LABEL_NAMES
-            )
-            label = len(shape) == 1 and sub.shape == () and sub.base.kind in "fiub" and chosen
+            label = len(shape) == 1 and sub.shape == () and sub.base.kind in "fiub" and _label_field(name, path, labels)
             if sub.base.kind == "b" and not label:
                 continue
-            found.append(_Column(f, label))
+            found.append(_Column(path, label))
         return found
     if _unscanned(dtype) is not None:
         return []
@@ -179,6 +176,19 @@ def columns(
     if dtype.kind == "b" and not label and not onehot:
         return []  # booleans hold no NaN, no Inf, no overflow
     return [_Column(None, label, onehot)]
+
+
+def _label_field(name: str, path: FieldPath, labels: str | None) -> bool:
+    """Whether the field ``path`` of the table ``name`` is named as labels: a field of the table itself, by the
+    rule of arrays (``label``, ``y`` ...; or ``--labels``, its name or the table's path and field). A field of a
+    nested table is data whatever its name: ``pos['y']`` beside ``pos['x']`` is a coordinate, and read as class
+    ids its values were label findings, its NaN no ``nan-value``."""
+    if len(path) != 1:
+        return False
+    f = path[0]
+    if labels:
+        return is_label_name(f"{name}['{f}']", labels_option(labels)) or f == labels
+    return f.lower() in LABEL_NAMES
 
 
 @dataclass(slots=True)
@@ -226,15 +236,15 @@ class _Array(Rows):
         return split_stream(self.rel, self.base)
 
 
-def stream_name(stream: str, column: str | None) -> str:
+def stream_name(stream: str, column: FieldPath | None) -> str:
     """The label stream of an array's labels (its name: ``y_train``, ``y``) or of a label field (``t['y']``)."""
-    return stream if column is None else f"{stream}['{column}']"
+    return stream if column is None else stream + field_text(column)
 
 
-def dataset_name(member: str | None, column: str | None) -> str | None:
+def dataset_name(member: str | None, column: FieldPath | None) -> str | None:
     """What locations name as the dataset: the archive member, the field (``x['a']``, ``['a']`` in a
-    ``.npy``), None for a ``.npy`` file's array."""
-    return ((member or "") + (f"['{column}']" if column is not None else "")) or None
+    ``.npy``, ``['pos']['y']`` nested), None for a ``.npy`` file's array."""
+    return ((member or "") + (field_text(column) if column is not None else "")) or None
 
 
 def _rows_text(start: int, stop: int) -> str:
@@ -309,7 +319,7 @@ class NumpySource(Source):
             segments.extend(self._segments(a, start))
         for stream, parts in streams.items():
             first, col = parts[0]
-            kind = (first.dtype if col.field is None else first.dtype[col.field]).kind
+            kind = (first.dtype if col.field is None else field_dtype(first.dtype, col.field)).kind
             width = first.shape[1] if col.onehot else None
             tally = label_tally(partial, stream, kind, self.config.run_threshold, width)
             if len({a.rel for a, _ in parts}) == 1:
@@ -468,9 +478,9 @@ class NumpySource(Source):
         why = _unscanned(dtype) if dtype.hasobject or not dtype.names else None
         if dtype.names and why is None:
             skipped = [
-                f"['{f}'] ({'a nested table' if dtype[f].base.names else _unscanned(dtype[f].base)})"
-                for f in dtype.names
-                if dtype[f].base.kind not in "fiucb" or dtype[f].base.names
+                f"{field_text(path)} ({_unscanned(sub.base)})"
+                for path, sub in leaf_fields(dtype)
+                if sub.base.kind not in "fiucb"
             ]
             if skipped:
                 self._notes["not_scanned"].append(f"{array.shown} fields {', '.join(skipped)}")
@@ -655,7 +665,7 @@ class _SegmentReader:
                 yield ReadFailure("S002", Location(path=self.rel, dataset=self.member, detail=problem))
 
     def _meta(self, col: _Column) -> DatasetMeta:
-        dtype = self.dtype if col.field is None else self.dtype[col.field]
+        dtype = self.dtype if col.field is None else field_dtype(self.dtype, col.field)
         base = dtype.base if col.field is not None else dtype
         inner = dtype.shape if col.field is not None else ()
         shape = (*(self.shape or (1,)), *inner)
@@ -673,7 +683,7 @@ class _SegmentReader:
             channels=channels,
         )
 
-    def locate(self, start: int, col: str | None = None) -> Any:
+    def locate(self, start: int, col: FieldPath | None = None) -> Any:
         rel, scalar, dataset = self.rel, not self.shape, dataset_name(self.member, col)
 
         def at(i: int) -> Location:
@@ -686,7 +696,7 @@ class _SegmentReader:
         and bytes (progress), and only when it starts at the first column."""
         items = records.shape[0] if all(o == 0 for o in offset[1:]) else 0
         for col in self.cols:
-            data = records if col.field is None else records[col.field]
+            data = records if col.field is None else pick(records, col.field)
             if col.onehot:  # whole rows (C order): the rows as labels, then (but booleans) as data
                 yield LabelBlock(
                     stream=self.seg["stream"],

@@ -255,6 +255,56 @@ def test_numeric_columns_of_a_compound_table_are_scanned(tmp_path: Path) -> None
     assert report.summary.items_scanned == rows * 3
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_fields_of_nested_compounds_are_columns(tmp_path: Path, workers: int) -> None:
+    """A compound inside a compound (h5py writes one from a nested NumPy dtype; also in arrays of compounds):
+    each numeric leaf is a column named by its path of fields, ``/t['pos']['y']``, scanned at its exact row; a
+    nested field named like labels (``meta['y']``) is data, a flat one (``label``) labels, as before."""
+    rows = 3000
+    kind = [
+        ("pos", [("x", "<f4"), ("y", "<f4")]),
+        ("label", "<i8"),
+        ("pts", [("a", "<f4"), ("b", "<f2")], (3,)),
+        ("meta", [("inner", [("z", "<f8")]), ("name", "S4"), ("y", "<i8"), ("c", "<c8")]),
+    ]
+    rng = np.random.default_rng(6)
+    table = np.zeros(rows, kind)
+    table["pos"]["x"], table["pos"]["y"] = np.arange(rows), rng.normal(size=rows)
+    table["pos"]["y"][1234] = np.nan
+    table["label"] = np.arange(rows) % 3
+    table["pts"]["a"] = rng.normal(size=(rows, 3))
+    table["pts"]["a"][7, 1] = 7e4
+    table["pts"]["b"] = 1.0
+    table["meta"]["inner"]["z"] = rng.normal(size=rows)
+    table["meta"]["inner"]["z"][rows - 1] = -np.inf
+    table["meta"]["y"] = 1000 + rng.integers(0, 50, rows)
+    scalar = np.zeros((), kind)
+    scalar["pos"]["y"] = np.nan
+    path = tmp_path / "nested.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("t", data=table, chunks=(64,))
+        fh["scalar"] = scalar
+    report = run_scan(path, workers, shard_bytes=1 << 12, block_bytes=1 << 10, num_classes=4)
+    nan = [(loc.dataset, loc.index) for loc in finding(report, "V001").locations]
+    assert nan == [("/scalar['pos']['y']", None), ("/t['pos']['y']", 1234)]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V002").locations] == [
+        ("/t['meta']['inner']['z']", 2999)
+    ]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "V003").locations] == [("/t['pts']['a']", 7)]
+    assert {loc.dataset for loc in finding(report, "V004").locations} == {"/t['pts']['b']"}
+    assert [loc.detail for loc in finding(report, "L003").locations] == ["class 3"]  # /t['label']
+    assert "L002" not in codes(report)  # meta['y'] (1000 and more) is no class id: data
+    names = {s.dataset for s in report.statistics if s.dataset.startswith("/t")}
+    leaves = ["['meta']['inner']['z']", "['meta']['y']", "['pos']['x']", "['pos']['y']", "['pts']['a']", "['pts']['b']"]
+    assert names == {"/t" + c for c in leaves}
+    pts = next(s for s in report.statistics if s.dataset == "/t['pts']['a']")
+    assert pts.shape == [rows, 3] and pts.count == rows * 3
+    assert report.info["hdf5.not_scanned"] == (
+        "2 datasets not scanned: nested.h5:/scalar['meta']['c'] (complex complex64), "
+        "nested.h5:/t['meta']['c'] (complex complex64)"
+    )
+
+
 @pytest.mark.parametrize("order", ["shuffle-deflate", "deflate-shuffle"])
 def test_either_order_of_shuffle_and_deflate_reads_as_hdf5_reads_it(tmp_path: Path, order: str) -> None:
     """The C API applies filters in the order they were set: deflate before shuffle is valid, and must be
@@ -338,13 +388,15 @@ def test_custom_float_types_are_read_as_hdf5_converts_them(tmp_path: Path, layou
 
 def test_array_elements_and_compounds_of_any_rank_are_scanned(tmp_path: Path) -> None:
     """HDF5 array element types (MATLAB and C writers), 2-D and scalar compound datasets: their numbers are
-    scanned at their rows; compound fields that are complex or nested are named as not scanned."""
+    scanned at their rows, the fields of a nested compound too (``/cmp2d['nest']['p']``); complex compound fields,
+    nested or not, are named as not scanned."""
     rng = np.random.default_rng(1)
     values = rng.normal(size=(50, 4)).astype("f4")
     values[10, 2], values[20, 0] = np.nan, np.inf
-    table = np.zeros((50, 4), [("a", "f4"), ("b", "f8"), ("z", "c8"), ("nest", [("p", "f4")])])
+    table = np.zeros((50, 4), [("a", "f4"), ("b", "f8"), ("z", "c8"), ("nest", [("p", "f4"), ("w", "c8")])])
     table["a"], table["b"] = rng.normal(size=(50, 4)), rng.normal(size=(50, 4))
-    table["a"][7, 2] = np.nan
+    table["nest"]["p"] = rng.normal(size=(50, 4))
+    table["a"][7, 2], table["nest"]["p"][33, 1] = np.nan, np.nan
     scalar = np.zeros((), [("a", "f4")])
     scalar["a"] = np.nan
     path = tmp_path / "types.h5"
@@ -354,12 +406,15 @@ def test_array_elements_and_compounds_of_any_rank_are_scanned(tmp_path: Path) ->
         f["scalar"] = scalar
     report = run_scan(path, max_locations=50)
     nan = [(loc.dataset, loc.index) for loc in finding(report, "V001").locations]
-    assert nan == [("/arr", 10), ("/cmp2d['a']", 7), ("/scalar['a']", None)]
+    assert nan == [("/arr", 10), ("/cmp2d['a']", 7), ("/cmp2d['nest']['p']", 33), ("/scalar['a']", None)]
     assert [(loc.dataset, loc.index) for loc in finding(report, "V002").locations] == [("/arr", 20)]
     arr = next(s for s in report.statistics if s.dataset == "/arr")
     assert arr.shape == [50, 4] and arr.count == 200 - 2
     assert "/cmp2d['z'] (complex complex64)" in report.info["hdf5.not_scanned"]
-    assert "/cmp2d['nest'] (a nested compound)" in report.info["hdf5.not_scanned"]
+    assert "/cmp2d['nest']['w'] (complex complex64)" in report.info["hdf5.not_scanned"]
+    assert "nested" not in report.info["hdf5.not_scanned"]
+    nest = next(s for s in report.statistics if s.dataset == "/cmp2d['nest']['p']")
+    assert nest.shape == [50, 4] and nest.count == 200 - 1
     assert "S002" not in codes(report)
 
 

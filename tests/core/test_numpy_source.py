@@ -278,7 +278,88 @@ def test_structured_arrays_are_tables(tmp_path: Path) -> None:
     assert places(report, "V001") == [("t.npy", "['a']", 31)]
     assert places(report, "V002") == [("t.npy", "['b']", 77)]
     assert [loc.detail for loc in finding(report, "L003").locations] == ["class 3"]
-    assert "t.npy fields ['name'] (bytes)" in report.info["numpy.not_scanned"]
+    assert report.info["numpy.not_scanned"] == "1 array(s) not scanned: t.npy fields ['name'] (bytes)"
+    assert sorted(s.dataset for s in report.statistics) == ["['a']", "['b']"]  # the label field is no data
+
+
+NESTED = np.dtype(
+    [
+        ("pos", [("x", "<f4"), ("y", "<f4")]),
+        ("label", "<i8"),
+        ("pts", [("a", "<f4"), ("b", "<f2")], (3,)),
+        ("meta", [("inner", [("z", "<f8")]), ("name", "S4"), ("y", "<i8")]),
+    ]
+)
+"""A table with nested fields: a point, 3 points per row (a sub-array of a table), a table in a table, a
+field named like labels in a nested one (``meta['y']``), text in a nested one."""
+
+
+def nested_table(rows: int) -> np.ndarray[Any, Any]:
+    """``NESTED`` rows with a defect in a leaf of each kind of nesting: NaN at ``['pos']['y']`` rows 42 and
+    431, a float16 overflow at ``['pts']['a']`` row 250, -Inf at ``['meta']['inner']['z']`` on the last row,
+    ``['pts']['b']`` constant; flat labels 0..2, nested ``meta['y']`` values no class id could be."""
+    rng = np.random.default_rng(4)
+    table = np.zeros(rows, NESTED)
+    table["pos"]["x"], table["pos"]["y"] = np.arange(rows), rng.normal(size=rows)
+    table["pos"]["y"][[42, 431]] = np.nan
+    table["label"] = np.arange(rows) % 3
+    table["pts"]["a"] = rng.normal(size=(rows, 3))
+    table["pts"]["a"][250, 1] = 7e4
+    table["pts"]["b"] = 1.0
+    table["meta"]["inner"]["z"] = rng.normal(size=rows)
+    table["meta"]["inner"]["z"][rows - 1] = -np.inf
+    table["meta"]["y"] = 1000 + rng.integers(0, 50, rows)
+    return table
+
+
+@pytest.mark.parametrize("archive", [False, True], ids=["npy", "npz"])
+@pytest.mark.parametrize(("sizes", "workers"), SIZES)
+def test_fields_of_nested_tables_are_columns(
+    tmp_path: Path, archive: bool, sizes: dict[str, int], workers: int
+) -> None:
+    """Every numeric leaf of a structured dtype is a column named by its path of fields (``['pos']['y']``),
+    scanned as flat fields are, at its exact row; a nested field named like labels is data; text is named."""
+    table = nested_table(500)
+    if archive:
+        np.savez(tmp_path / "t.npz", tab=table)
+        path, file, prefix, shown = tmp_path / "t.npz", "t.npz", "tab", "t.npz:tab"
+    else:
+        np.save(tmp_path / "t.npy", table)
+        path, file, prefix, shown = tmp_path / "t.npy", "t.npy", "", "t.npy"
+    report = run_scan(path, workers, num_classes=4, **sizes)
+    assert places(report, "V001") == [(file, f"{prefix}['pos']['y']", 42), (file, f"{prefix}['pos']['y']", 431)]
+    assert places(report, "V002") == [(file, f"{prefix}['meta']['inner']['z']", 499)]
+    assert places(report, "V003") == [(file, f"{prefix}['pts']['a']", 250)]
+    assert {loc.dataset for loc in finding(report, "V004").locations} == {f"{prefix}['pts']['b']"}
+    assert [loc.detail for loc in finding(report, "L003").locations] == ["class 3"]  # the flat label field
+    assert finding(report, "L002") is None  # meta['y'] (1000 and more) is no class id: data
+    columns = [
+        "['meta']['inner']['z']",
+        "['meta']['y']",
+        "['pos']['x']",
+        "['pos']['y']",
+        "['pts']['a']",
+        "['pts']['b']",
+    ]
+    assert sorted(s.dataset for s in report.statistics) == [prefix + c for c in columns]
+    assert next(s for s in report.statistics if s.dataset.endswith("['pts']['a']")).shape == [500, 3]
+    assert report.info["numpy.not_scanned"] == f"1 array(s) not scanned: {shown} fields ['meta']['name'] (bytes)"
+
+
+def test_a_nan_in_a_nested_field_fails_the_scan_at_its_row(tmp_path: Path) -> None:
+    """The case as users meet it: ``a["pos"]["y"][42] = np.nan`` in a saved table, and in a Fortran-order one
+    (read column by column)."""
+    table = np.zeros(100, [("pos", [("x", "f4"), ("y", "f4")]), ("label", "i8")])
+    table["pos"]["y"][42] = np.nan
+    np.save(tmp_path / "t.npy", table)
+    grid = np.zeros((30, 4), [("pos", [("x", "f4"), ("y", "f4")]), ("w", "f8")])
+    grid["pos"]["y"][17, 2] = np.inf
+    np.save(tmp_path / "f.npy", np.asfortranarray(grid))
+    status, report = cli_json(tmp_path)
+    assert status == 1
+    assert json_places(report, "V001") == [("t.npy", "['pos']['y']", 42)]
+    assert json_places(report, "V002") == [("f.npy", "['pos']['y']", 17)]
+    assert "nested" not in json.dumps(report["info"])
 
 
 def test_zero_d_and_empty_arrays(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from ..records import PICKLE, Decoder, RecordTally
 from ..records.detect import short_text
 from ..statistics import channel_layout, complex_parts
 from .lmdb_pages import BAD_NODE, DAMAGE, Records, check_overflow, is_database_record, leaf_records, read_leaves
+from .npy_fields import field_text, leaf_fields, pick
 
 if TYPE_CHECKING:
     from ..records.msgpacked import MsgpackRecord
@@ -1001,11 +1002,12 @@ class _NumericReader(_Reader):
         self.batches: dict[tuple[str, tuple[int, ...], str | None], _Batch] = {}
 
     def batch(self, dtype: np.dtype[Any], shape: tuple[int, ...], field: str | None = None) -> _Batch:
-        """The batch of one dtype and shape (of one field of structured values: ``npy['x']``)."""
+        """The batch of one dtype and shape (of one column of structured values, ``field`` its path as
+        locations name it: ``['x']`` for ``npy['x']``)."""
         key = (dtype.str, shape, field)
         found = self.batches.get(key)
         if found is None:
-            name = self.decoder.name if field is None else f"{self.decoder.name}[{field!r}]"
+            name = self.decoder.name if field is None else f"{self.decoder.name}{field}"
             found = self.batches[key] = _Batch(self, name, dtype, shape)
         return found
 
@@ -1053,18 +1055,21 @@ class _NumericReader(_Reader):
 
     def _fields(self, pos: int, array: np.ndarray[Any, Any]) -> Iterator[Any]:
         """Structured values (a record array): each numeric field, a column of its own (as HDF5 compound
-        columns are); fields of other kinds are named as not scanned."""
-        skipped = [name for name in array.dtype.names or () if array.dtype.fields[name][0].base.kind not in "biufc"]
+        columns are), the fields of a nested table by their path (``npy['pos']['y']``: a whole nested table was
+        passed over as holding no numbers); fields of other kinds are named as not scanned."""
+        leaves = list(leaf_fields(array.dtype))
+        skipped = [path[0] if len(path) == 1 else field_text(path) for path, leaf in leaves if not _numeric(leaf)]
         if skipped:
             yield Note(
                 info={
                     "lmdb.not_scanned": f"fields of structured .npy values that hold no numbers: {', '.join(skipped)}"
                 }
             )
-        for name, _spec in _numeric_fields(array.dtype):
-            column = np.ascontiguousarray(array[name])
-            batch = self.batch(*_as_real(column.dtype, column.shape), field=name)
-            batch.add(pos, column.tobytes())
+        for path, leaf in leaves:
+            if _numeric(leaf):
+                column = np.ascontiguousarray(pick(array, path))
+                batch = self.batch(*_as_real(column.dtype, column.shape), field=field_text(path))
+                batch.add(pos, column.tobytes())
 
     def _npy(self, it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
         from ..records import npy
@@ -1114,12 +1119,9 @@ class _NumericReader(_Reader):
                 since = pos + 1
 
 
-def _numeric_fields(dtype: np.dtype[Any]) -> Iterator[tuple[str, np.dtype[Any]]]:
-    """The fields of a structured dtype whose values are numbers (a field may hold a sub-array)."""
-    for name, spec in (dtype.fields or {}).items():
-        base = spec[0].base
-        if base.kind in "biufc":
-            yield name, spec[0]
+def _numeric(dtype: np.dtype[Any]) -> bool:
+    """Whether a field's values are numbers (a field may hold a sub-array)."""
+    return dtype.base.kind in "biufc"
 
 
 def _as_real(dtype: np.dtype[Any], shape: tuple[int, ...]) -> tuple[np.dtype[Any], tuple[int, ...]]:

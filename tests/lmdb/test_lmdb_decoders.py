@@ -552,3 +552,21 @@ def test_msgpack_label_is_the_first_stored_number(make_env: EnvMaker) -> None:
     assert run_scan(make_env(named)).labels[0].total == 8
     empty = [(key(i), msgpack.packb({"img": jpeg(i), "label": None, "target": i % 2})) for i in range(8)]
     assert run_scan(make_env(empty, name="empty")).labels[0].total == 8
+
+
+def test_fields_of_nested_tables_in_npy_values_are_columns(make_env: EnvMaker, rng: np.random.Generator) -> None:
+    """A table nested in structured .npy values (``pos`` of ``x`` and ``y``) was passed over whole as holding no
+    numbers: a NaN in ``pos.y`` went unreported. Its fields are columns named by their path."""
+    kind = np.dtype([("pos", [("x", "<f4"), ("y", "<f4")]), ("label", "<i8"), ("meta", [("name", "S4")])])
+    records = []
+    for i in range(20):
+        value = np.zeros(4, kind)
+        value["pos"]["x"] = rng.normal(size=4)
+        value["pos"]["y"] = rng.normal(size=4)
+        if i == 11:
+            value["pos"]["y"][2] = np.nan
+        records.append((key(i), npy(value)))
+    report = run_scan(make_env(records))
+    assert keys_of(report, "V001") == [key(11)]
+    assert {s.dataset for s in report.statistics} >= {"npy['pos']['x']", "npy['pos']['y']", "npy['label']"}
+    assert report.info["lmdb.not_scanned"].endswith("hold no numbers: ['meta']['name']")

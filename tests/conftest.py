@@ -46,6 +46,38 @@ def cli_json(path: Path) -> tuple[int, dict[str, Any]]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+def nested_dtype(*meta: tuple[str, str]) -> np.dtype[Any]:
+    """A table with nested fields: a point, 3 points per row (a sub-array of a table), a table in a table, a
+    field named like labels in a nested one (``meta['y']``), text in a nested one; ``meta``: more fields of it."""
+    return np.dtype(
+        [
+            ("pos", [("x", "<f4"), ("y", "<f4")]),
+            ("label", "<i8"),
+            ("pts", [("a", "<f4"), ("b", "<f2")], (3,)),
+            ("meta", [("inner", [("z", "<f8")]), ("name", "S4"), ("y", "<i8"), *meta]),
+        ]
+    )
+
+
+def nested_table(rows: int, nan_rows: list[int], overflow_row: int, dtype: np.dtype[Any] | None = None) -> Any:
+    """``nested_dtype`` rows with a defect in a leaf of each kind of nesting: NaN at ``['pos']['y']`` rows
+    ``nan_rows``, a float16 overflow at ``['pts']['a']`` row ``overflow_row``, -Inf at ``['meta']['inner']['z']``
+    on the last row, ``['pts']['b']`` constant; flat labels 0..2, nested ``meta['y']`` values no class id could
+    be."""
+    rng = np.random.default_rng(rows)
+    table = np.zeros(rows, dtype or nested_dtype())
+    table["pos"]["x"], table["pos"]["y"] = np.arange(rows), rng.normal(size=rows)
+    table["pos"]["y"][nan_rows] = np.nan
+    table["label"] = np.arange(rows) % 3
+    table["pts"]["a"] = rng.normal(size=(rows, 3))
+    table["pts"]["a"][overflow_row, 1] = 7e4
+    table["pts"]["b"] = 1.0
+    table["meta"]["inner"]["z"] = rng.normal(size=rows)
+    table["meta"]["inner"]["z"][rows - 1] = -np.inf
+    table["meta"]["y"] = 1000 + rng.integers(0, 50, rows)
+    return table
+
+
 def quiet_scan(path: Path, *args: str) -> tuple[int, dict[str, Any]]:
     """``dscan scan PATH --format json ARGS`` as users run it (the console script, in a fresh process):
     (exit status, the report), asserting that nothing reached standard error beside it (a library's own

@@ -10,7 +10,7 @@ import hdf5plugin
 import numpy as np
 import pytest
 
-from tests.conftest import codes, finding, run_scan, write_h5
+from tests.conftest import codes, finding, nested_dtype, nested_table, run_scan, write_h5
 
 LAYOUTS = {
     "contiguous": {},
@@ -261,23 +261,8 @@ def test_fields_of_nested_compounds_are_columns(tmp_path: Path, workers: int) ->
     each numeric leaf is a column named by its path of fields, ``/t['pos']['y']``, scanned at its exact row; a
     nested field named like labels (``meta['y']``) is data, a flat one (``label``) labels, as before."""
     rows = 3000
-    kind = [
-        ("pos", [("x", "<f4"), ("y", "<f4")]),
-        ("label", "<i8"),
-        ("pts", [("a", "<f4"), ("b", "<f2")], (3,)),
-        ("meta", [("inner", [("z", "<f8")]), ("name", "S4"), ("y", "<i8"), ("c", "<c8")]),
-    ]
-    rng = np.random.default_rng(6)
-    table = np.zeros(rows, kind)
-    table["pos"]["x"], table["pos"]["y"] = np.arange(rows), rng.normal(size=rows)
-    table["pos"]["y"][1234] = np.nan
-    table["label"] = np.arange(rows) % 3
-    table["pts"]["a"] = rng.normal(size=(rows, 3))
-    table["pts"]["a"][7, 1] = 7e4
-    table["pts"]["b"] = 1.0
-    table["meta"]["inner"]["z"] = rng.normal(size=rows)
-    table["meta"]["inner"]["z"][rows - 1] = -np.inf
-    table["meta"]["y"] = 1000 + rng.integers(0, 50, rows)
+    kind = nested_dtype(("c", "<c8"))
+    table = nested_table(rows, [1234], 7, kind)
     scalar = np.zeros((), kind)
     scalar["pos"]["y"] = np.nan
     path = tmp_path / "nested.h5"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from scanner_service.sources import detect_kind
-from tests.conftest import cli_json, finding, run_scan, write_h5
+from tests.conftest import cli_json, finding, nested_table, run_scan, write_h5
 
 SIZES = [
     pytest.param({}, 0, id="defaults-j0"),
@@ -282,36 +282,6 @@ def test_structured_arrays_are_tables(tmp_path: Path) -> None:
     assert sorted(s.dataset for s in report.statistics) == ["['a']", "['b']"]  # the label field is no data
 
 
-NESTED = np.dtype(
-    [
-        ("pos", [("x", "<f4"), ("y", "<f4")]),
-        ("label", "<i8"),
-        ("pts", [("a", "<f4"), ("b", "<f2")], (3,)),
-        ("meta", [("inner", [("z", "<f8")]), ("name", "S4"), ("y", "<i8")]),
-    ]
-)
-"""A table with nested fields: a point, 3 points per row (a sub-array of a table), a table in a table, a
-field named like labels in a nested one (``meta['y']``), text in a nested one."""
-
-
-def nested_table(rows: int) -> np.ndarray[Any, Any]:
-    """``NESTED`` rows with a defect in a leaf of each kind of nesting: NaN at ``['pos']['y']`` rows 42 and
-    431, a float16 overflow at ``['pts']['a']`` row 250, -Inf at ``['meta']['inner']['z']`` on the last row,
-    ``['pts']['b']`` constant; flat labels 0..2, nested ``meta['y']`` values no class id could be."""
-    rng = np.random.default_rng(4)
-    table = np.zeros(rows, NESTED)
-    table["pos"]["x"], table["pos"]["y"] = np.arange(rows), rng.normal(size=rows)
-    table["pos"]["y"][[42, 431]] = np.nan
-    table["label"] = np.arange(rows) % 3
-    table["pts"]["a"] = rng.normal(size=(rows, 3))
-    table["pts"]["a"][250, 1] = 7e4
-    table["pts"]["b"] = 1.0
-    table["meta"]["inner"]["z"] = rng.normal(size=rows)
-    table["meta"]["inner"]["z"][rows - 1] = -np.inf
-    table["meta"]["y"] = 1000 + rng.integers(0, 50, rows)
-    return table
-
-
 @pytest.mark.parametrize("archive", [False, True], ids=["npy", "npz"])
 @pytest.mark.parametrize(("sizes", "workers"), SIZES)
 def test_fields_of_nested_tables_are_columns(
@@ -319,7 +289,7 @@ def test_fields_of_nested_tables_are_columns(
 ) -> None:
     """Every numeric leaf of a structured dtype is a column named by its path of fields (``['pos']['y']``),
     scanned as flat fields are, at its exact row; a nested field named like labels is data; text is named."""
-    table = nested_table(500)
+    table = nested_table(500, [42, 431], 250)
     if archive:
         np.savez(tmp_path / "t.npz", tab=table)
         path, file, prefix, shown = tmp_path / "t.npz", "t.npz", "tab", "t.npz:tab"

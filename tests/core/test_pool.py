@@ -90,6 +90,66 @@ def test_killer_records_become_findings_and_everything_else_is_scanned(
     assert pool.workers == []
 
 
+class ManyShards(CrashingRecords):
+    """The same records in 20 shards of 5: with one worker, most are sent to it ahead of time."""
+
+    kind = "test-many-shards"
+
+    def plan(self) -> Plan:
+        shards = [Shard(id=i, items=5, spec={"start": i * 5, "stop": i * 5 + 5}) for i in range(20)]
+        info = SourceInfo(kind=self.kind, path=str(self.path), root=str(self.path), items=100)
+        return Plan(source=info, shards=shards, partial=self.empty())
+
+
+@pytest.mark.slow
+def test_shards_sent_ahead_to_a_worker_that_dies_are_read_by_the_next(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(BY_KIND, ManyShards.kind, ManyShards)
+    config = ScanConfig(max_locations=50)
+    pool = ShardPool(ManyShards.kind, str(tmp_path), config, workers=1)
+    pool.ctx = mp.get_context("fork")
+    faulthandler.disable()
+    plan = ManyShards(tmp_path, config).plan()
+    progress: list[int] = []
+    try:
+        merged = merge(pool.run(plan.shards, lambda items, _b: progress.append(items)))
+    finally:
+        faulthandler.enable()
+    assert [loc.index for loc in merged.findings["S001"].locations] == [37, 80]
+    assert merged.items == 100 and sum(progress) == 100  # every record once: none lost, none read twice
+    assert [loc.index for loc in merged.findings["V001"].locations] == [90]
+
+
+class _Conn:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sent.append(data)
+
+
+def _fed(shards: list[Shard], workers: int) -> list[int]:
+    """How many shards each worker holds after the pool's first feed (workers with fake pipes)."""
+    from collections import deque
+
+    from scanner_service.pool import _Task, _Worker
+
+    pool = ShardPool("unused", "unused", ScanConfig(), workers)
+    pool.workers = [_Worker(process=None, conn=_Conn()) for _ in range(workers)]  # type: ignore[arg-type]
+    pool._feed(deque(_Task(s) for s in shards))
+    return [len(w.tasks) for w in pool.workers]
+
+
+def test_a_worker_gets_a_second_small_shard_while_enough_remain() -> None:
+    small = [Shard(id=i, items=1, spec={"start": i}) for i in range(10)]
+    assert _fed(small, 2) == [2, 2]
+    assert _fed(small[:3], 2) == [1, 1]  # the last shards go to whichever worker is free first
+    paths = [f"{j:0100}" for j in range(100)]  # 10 KB pickled
+    big = [Shard(id=i, items=1, spec={"paths": paths}) for i in range(10)]
+    assert _fed(big, 2) == [1, 1]  # only what fits a pipe's buffer is sent ahead
+
+
 class SlowRecords(CrashingRecords):
     """100 records, 0.2 s each: a shard takes 5 s."""
 

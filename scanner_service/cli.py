@@ -3,19 +3,15 @@
 Exit status: 0 nothing at or above ``--fail-on``; 1 findings at or above it; 2 the scan could not run.
 """
 
-# ruff: noqa: E402  (the environment default below must precede the imports that build pydantic models)
+# ruff: noqa: E402  (the environment defaults below must precede the imports that build pydantic models)
 from __future__ import annotations
 
-import os
+from .entry import set_environment
 
-# dscan's own models use no pydantic plugin, and looking for plugins reads the metadata of every installed
-# package (about 20 ms of every start). A plugin can still be enabled by setting the variable explicitly.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-# dscan runs in processes and calls no BLAS routine; numpy's OpenBLAS would start a thread per core at import
-# that spins for a while (about 0.1 s of CPU on a second core, taken from the scan's workers).
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+set_environment()  # (already set when started as the ``dscan`` command)
 
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Iterator

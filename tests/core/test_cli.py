@@ -436,17 +436,27 @@ def test_every_documented_threshold_is_a_flag_and_dash_is_standard_output(tmp_pa
 
 @pytest.mark.parametrize(
     ("module", "given", "expected"),
-    [("scanner_service.cli", None, "1"), ("workers.app", None, "1"), ("scanner_service.cli", "2", "2")],
+    [
+        ("scanner_service.cli", None, "1"),
+        ("workers.app", None, "1"),
+        ("scanner_service.cli", "2", "2"),
+        ("scanner_service.entry", None, "1"),  # the console script, which imports numpy before the command
+        ("scanner_service.entry", "2", "2"),
+    ],
 )
 def test_numpy_starts_no_blas_threads_unless_asked(module: str, given: str | None, expected: str) -> None:
     """dscan calls no BLAS routine and works in processes: OpenBLAS's threads (one per core, spinning after
     numpy's import) would take CPU from the scan's workers. A setting the user made is kept."""
-    probe = f"import os, {module}, numpy; print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))"
+    start = f"import {module}"
+    if module == "scanner_service.entry":  # the command's start, up to its end (``--help``)
+        start = "import sys, contextlib\nsys.argv = ['dscan', '--help']\nwith contextlib.suppress(SystemExit):\n"
+        start += "    __import__('scanner_service.entry').entry.run()"
+    probe = f"{start}\nimport os, numpy\nprint(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))"
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if given is not None:
         env["OPENBLAS_NUM_THREADS"] = given
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env).stdout
-    setting, threads = out.split()
+    setting, threads = out.splitlines()[-1].split()
     assert setting == expected
     if given is None:
         assert threads == "1"  # the main thread only

@@ -7,8 +7,8 @@ So shard size, shard order and grouping never change the report (floating-point 
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
+from operator import itemgetter
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,13 +39,10 @@ class FindingTally(BaseModel):
             self.locations.sort(key=Location.sort_key)
 
     def merged(self, other: FindingTally, cap: int) -> FindingTally:
-        merged = heapq.merge(
-            sorted(self.locations, key=Location.sort_key),
-            sorted(other.locations, key=Location.sort_key),
-            key=Location.sort_key,
-        )
+        keyed = [(loc.sort_key(), loc) for part in (self.locations, other.locations) for loc in part]
+        keyed.sort(key=itemgetter(0))  # (each location's key computed once; stable: ties keep their order)
         unique: list[Location] = []
-        for loc in merged:
+        for _, loc in keyed:
             if len(unique) >= cap:
                 break
             if not unique or unique[-1] != loc:

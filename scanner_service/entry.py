@@ -36,7 +36,8 @@ GC_THRESHOLD = 10_000
 
 ENVIRONMENT = {
     # dscan's own models use no pydantic plugin, and looking for plugins reads the metadata of every installed
-    # package (about 20 ms of every start). A plugin can still be enabled by setting the variable explicitly.
+    # package (about 20 ms of every start; see also pydantic_plugins). A plugin can still be enabled by setting
+    # the variable explicitly.
     "PYDANTIC_DISABLE_PLUGINS": "__all__",
     # dscan runs in processes and calls no BLAS routine; numpy's OpenBLAS would start a thread per core at
     # import that spins for a while (about 0.1 s of CPU on a second core, taken from the scan's workers).
@@ -49,6 +50,9 @@ stands)."""
 def set_environment() -> None:
     for name, value in ENVIRONMENT.items():
         os.environ.setdefault(name, value)
+    from .pydantic_plugins import skip_search_when_disabled
+
+    skip_search_when_disabled()
 
 
 def _interrupted() -> SystemExit:

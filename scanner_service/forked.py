@@ -27,8 +27,16 @@ a crafted file, a read that never returns (a named pipe, a dead network mount). 
 reported as the one it hung on; one item is one file, or one shard's block or image."""
 
 
+STALLED = "the reader made no progress"
+
+
 def stall_reason(seconds: float) -> str:
-    return f"the reader made no progress for {seconds:,.0f} s and was stopped (a hung decoder or read)"
+    return f"{STALLED} for {seconds:,.0f} s and was stopped (a hung decoder or read)"
+
+
+def stalled(reason: str) -> bool:
+    """Whether a reader's end (``reason``) was a stall (``stall_reason``), not a crash."""
+    return reason.startswith(STALLED)
 
 
 class _Stalled(Exception):

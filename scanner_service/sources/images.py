@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from ..forked import stalled
 from ..imaging.sniff import IMAGE_EXTENSIONS, JUNK_NAMES, NON_IMAGE_EXTENSIONS, damaged_png_signature, sniff
 from ..items import EncodedImage, LabelBlock, ReadFailure
 from ..location import Location
@@ -249,7 +250,7 @@ class ImageFilesSource(Source):
         return "I003", Location(
             path=shard.spec["paths"][0],
             line=lines[0] if lines else None,
-            detail=f"the decoder crashed: {reason}",
+            detail=reason if stalled(reason) else f"the decoder crashed: {reason}",
         )
 
     # -- reading --------------------------------------------------------------------------------

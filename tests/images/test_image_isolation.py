@@ -64,3 +64,14 @@ def test_a_crashing_file_becomes_corrupt_image_and_the_rest_is_scanned(
     assert "truncated" in (corrupt.sorted_locations()[1].detail or "")
     assert merged.items == 33  # every file counted: 31 read, 2 reported as crashes
     assert merged.labels["."].histogram == {0: 30, 1: 1}  # the labels of the files read
+
+
+def test_a_file_whose_reader_hangs_is_reported_as_a_hang_not_a_crash(tmp_path: Path) -> None:
+    from scanner_service.forked import stall_reason
+
+    source = ImageFolderSource(tmp_path, ScanConfig())
+    shard = Shard(id=0, items=1, spec={"paths": ["a/slow.tif"], "sizes": [10], "start": 0})
+    _, hung = source.crash_finding(shard, stall_reason(120))
+    assert hung.detail == "the reader made no progress for 120 s and was stopped (a hung decoder or read)"
+    _, died = source.crash_finding(shard, "the reader process was killed by SIGSEGV")
+    assert died.detail == "the decoder crashed: the reader process was killed by SIGSEGV"

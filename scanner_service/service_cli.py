@@ -19,7 +19,17 @@ from .errors import DscanError
 
 def register(main: click.Group) -> None:
     """Add ``submit`` and ``serve`` to the ``dscan`` command group."""
-    from .cli import CONFIG_FLAGS, Failure, current_folder, emit, implied_format, is_terminal, output_file, scan_options
+    from .cli import (
+        CONFIG_FLAGS,
+        Failure,
+        current_folder,
+        emit,
+        implied_format,
+        is_terminal,
+        output_file,
+        ran_some_check,
+        scan_options,
+    )
 
     @main.command("submit")
     @click.argument("path")
@@ -76,7 +86,7 @@ def register(main: click.Group) -> None:
                 if state["status"] != "succeeded":
                     reason = f": {state['error']}" if state.get("error") else ""
                     raise Failure(DscanError(f"scan {job['id']} {state['status']}{reason}"))
-                report = client.fetch_report(job["id"])
+                report = ran_some_check(client.fetch_report(job["id"]))  # exit 2, as `dscan scan` does
         except DscanError as exc:
             raise Failure(exc) from exc
         emit(report, fmt, report_file)

@@ -45,6 +45,16 @@ def test_submit_wait_exits_like_scan(service: Service) -> None:
     assert junit.returncode == 1 and "<testsuite" in junit.stdout
 
 
+def test_submit_wait_whose_selection_leaves_no_check_exits_2_like_scan(service: Service) -> None:
+    """--select I (the image checks) on HDF5 files runs no check: no pass, whichever way the scan ran."""
+    small = str(service.data_root / "small")
+    gate = dscan("submit", small, "--server", service.url, "--token", TOKEN, "--wait", "--select", "I")
+    local = dscan("scan", small, "--select", "I")
+    assert gate.returncode == local.returncode == 2, gate.stderr
+    assert "leave no check that applies to this hdf5 dataset" in gate.stderr
+    assert gate.stderr.strip().splitlines()[-1] == local.stderr.strip().splitlines()[-1]
+
+
 def test_submit_errors_exit_2(service: Service) -> None:
     refused = dscan("submit", "/etc", "--server", service.url, "--token", TOKEN)
     assert refused.returncode == 2 and "403" in refused.stderr and "outside the data roots" in refused.stderr

@@ -28,10 +28,12 @@ if [ -z "${DSCAN_TEST_REDIS_URL:-}" ]; then
   fi
 fi
 # Debian packages some tests drive: chromium for the browser tests (tests/web, driven by Playwright; never a
-# downloaded browser build) and cjpeg (libjpeg-turbo-progs) to write JPEG layouts Pillow cannot.
+# downloaded browser build), cjpeg (libjpeg-turbo-progs) to write JPEG layouts Pillow cannot, and ImageMagick for
+# the BMP variants it writes.
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v cjpeg >/dev/null 2>&1 || missing+=(libjpeg-turbo-progs)
+command -v convert-im6.q16 >/dev/null 2>&1 || missing+=(imagemagick)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "dscan: installing ${missing[*]} for the tests (apt-get)" >&2

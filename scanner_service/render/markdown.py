@@ -6,8 +6,9 @@ from .. import checks
 from ..report import Report
 from . import counted, human_bytes, label_title, notes
 
-SPECIAL = frozenset("\\`*_<>[]#|~!&")
-"""Characters that would start markup in running text (CommonMark lets a backslash escape any of them)."""
+SPECIAL = frozenset("\\`*_<>[]#|~!&$")
+"""Characters that would start markup in running text (CommonMark lets a backslash escape any of them; GitHub
+reads text between two '$' as math)."""
 
 
 def _text(text: str) -> str:

@@ -371,3 +371,10 @@ def test_notes_reach_every_human_readable_format(tmp_path: Path) -> None:
             check=False,
         ).stdout
         assert marker in out and expected.replace("_", "\\_" if fmt == "markdown" else "_") in out, (fmt, out)
+
+
+def test_dollar_signs_in_markdown_text_are_no_math() -> None:
+    """GitHub renders text between two '$' as a formula: 'price$1$.jpg' would lose its dollars."""
+    from scanner_service.render.markdown import _text
+
+    assert _text("copies: price$1$.jpg, a_b.jpg") == "copies: price\\$1\\$.jpg, a\\_b.jpg"

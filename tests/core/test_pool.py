@@ -28,13 +28,16 @@ class CrashingRecords(Source):
 
     kind = "test-crashing"
     KILLERS = {37: signal.SIGSEGV, 80: signal.SIGABRT}
+    ROWS = 25
+    """Records per shard."""
 
     @classmethod
     def detect(cls, path: Path) -> bool:
         return False
 
     def plan(self) -> Plan:
-        shards = [Shard(id=i, items=25, spec={"start": i * 25, "stop": i * 25 + 25}) for i in range(4)]
+        n = self.ROWS
+        shards = [Shard(id=i, items=n, spec={"start": i * n, "stop": i * n + n}) for i in range(100 // n)]
         info = SourceInfo(kind=self.kind, path=str(self.path), root=str(self.path), items=100)
         return Plan(source=info, shards=shards, partial=self.empty())
 
@@ -64,21 +67,29 @@ class CrashingRecords(Source):
         return "S001", Location(path="r", index=shard.spec["start"], detail=reason)
 
 
-@pytest.mark.slow
-def test_killer_records_become_findings_and_everything_else_is_scanned(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setitem(BY_KIND, CrashingRecords.kind, CrashingRecords)
+def _scan_killing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, source: type[CrashingRecords], workers: int
+) -> tuple[Any, list[int], ShardPool]:
+    """``source``'s records through a pool of ``workers``: (merged partial, progress counts, the pool)."""
+    monkeypatch.setitem(BY_KIND, source.kind, source)
     config = ScanConfig(max_locations=50)
-    pool = ShardPool(CrashingRecords.kind, str(tmp_path), config, workers=2)
+    pool = ShardPool(source.kind, str(tmp_path), config, workers=workers)
     pool.ctx = mp.get_context("fork")  # the registry entry above must reach the workers
     faulthandler.disable()  # pytest's crash dumps would flood the output from the killed workers
-    plan = CrashingRecords(tmp_path, config).plan()
+    plan = source(tmp_path, config).plan()
     progress: list[int] = []
     try:
         merged = merge(pool.run(plan.shards, lambda items, _b: progress.append(items)))
     finally:
         faulthandler.enable()
+    return merged, progress, pool
+
+
+@pytest.mark.slow
+def test_killer_records_become_findings_and_everything_else_is_scanned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    merged, progress, pool = _scan_killing(monkeypatch, tmp_path, CrashingRecords, workers=2)
     crashes = merged.findings["S001"]
     assert [(loc.index, loc.detail) for loc in crashes.locations] == [
         (37, "the reader process was killed by SIGSEGV"),
@@ -94,28 +105,14 @@ class ManyShards(CrashingRecords):
     """The same records in 20 shards of 5: with one worker, most are sent to it ahead of time."""
 
     kind = "test-many-shards"
-
-    def plan(self) -> Plan:
-        shards = [Shard(id=i, items=5, spec={"start": i * 5, "stop": i * 5 + 5}) for i in range(20)]
-        info = SourceInfo(kind=self.kind, path=str(self.path), root=str(self.path), items=100)
-        return Plan(source=info, shards=shards, partial=self.empty())
+    ROWS = 5
 
 
 @pytest.mark.slow
 def test_shards_sent_ahead_to_a_worker_that_dies_are_read_by_the_next(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setitem(BY_KIND, ManyShards.kind, ManyShards)
-    config = ScanConfig(max_locations=50)
-    pool = ShardPool(ManyShards.kind, str(tmp_path), config, workers=1)
-    pool.ctx = mp.get_context("fork")
-    faulthandler.disable()
-    plan = ManyShards(tmp_path, config).plan()
-    progress: list[int] = []
-    try:
-        merged = merge(pool.run(plan.shards, lambda items, _b: progress.append(items)))
-    finally:
-        faulthandler.enable()
+    merged, progress, _ = _scan_killing(monkeypatch, tmp_path, ManyShards, workers=1)
     assert [loc.index for loc in merged.findings["S001"].locations] == [37, 80]
     assert merged.items == 100 and sum(progress) == 100  # every record once: none lost, none read twice
     assert [loc.index for loc in merged.findings["V001"].locations] == [90]

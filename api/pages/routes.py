@@ -147,6 +147,16 @@ class FormField:
     placeholder: str = ""
     datalist: str | None = None
 
+    @property
+    def bounds(self) -> tuple[int | None, int | None]:
+        """A number's smallest and largest value, as the scan options validate it (the browser then says so
+        before sending)."""
+        low = high = None
+        for rule in ScanConfig.model_fields[self.name].metadata:
+            low = getattr(rule, "ge", low)
+            high = getattr(rule, "le", high)
+        return low, high
+
 
 def _help(name: str) -> str:
     description = ScanConfig.model_fields[name].description or ""

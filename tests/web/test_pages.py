@@ -114,6 +114,13 @@ def test_jobs_page_has_a_labelled_form_with_suggestions(page_service: Service) -
     assert f"<code>{root}</code>" in page
     assert re.search(r'<option value="V001">nan-value</option>', page)
     assert 'aria-live="polite"' in page and 'role="alert"' in page
+    bounds = {  # a number field takes what the scan options take: 0 locations (counts only) included
+        name: re.search(rf'<input[^>]* name="{name}"[^>]*>', page).group(0)  # type: ignore[union-attr]
+        for name in ("max_locations", "num_classes", "min_size")
+    }
+    assert 'min="0" max="100000"' in bounds["max_locations"]
+    assert 'min="1" max="1000000"' in bounds["num_classes"]
+    assert 'min="1"' in bounds["min_size"] and "max=" not in bounds["min_size"]
 
 
 def test_checks_page_lists_the_catalogue(page_service: Service) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 
 from ..errors import UnsupportedSource
+from ..forked import stalled
 from ..items import ReadFailure
 from ..labels import label_tally
 from ..location import Location
@@ -333,11 +334,13 @@ class LmdbSource(Source):
         first, count, start = key_text(unhex(spec["first"])), int(spec["count"]), int(spec["start"])
         prev = key_text(unhex(spec["prev"])) if spec.get("prev") else None
         before = f"; the last good key before it is {prev}" if prev else ""
+        does = "hangs" if stalled(reason) else "kills"
         if count == 1:
-            detail = f"reading this record kills the reader ({reason}): a damaged page{before}"
+            detail = f"reading this record {does} the reader ({reason}): a damaged page{before}"
         else:
             last = key_text(unhex(spec["last"]))
-            detail = f"reading records {start}-{start + count - 1} (keys {first} to {last}) kills the reader ({reason})"
+            records = f"records {start}-{start + count - 1} (keys {first} to {last})"
+            detail = f"reading {records} {does} the reader ({reason})"
         return "R004", Location(path=spec["file"], key=first, index=start, detail=detail)
 
     # -- reading --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 
 from scanner_service import ScanConfig, plan
 from scanner_service.errors import UnsupportedSource
+from scanner_service.forked import stall_reason
 from scanner_service.sources import detect_kind
 from scanner_service.sources.lmdb import LmdbSource, key_text
 from tests.conftest import as_nobody, let_nobody_in, write_h5
@@ -133,6 +134,11 @@ def test_split_halves_a_range_by_count_down_to_one_record(make_env: EnvMaker) ->
     code, where = source.crash_finding(piece, "the reader process was killed by SIGSEGV")
     assert code == "R004" and (where.key, where.index) == (key(19), 19)
     assert "SIGSEGV" in (where.detail or "") and key(18) in (where.detail or "")
+    assert (where.detail or "").startswith("reading this record kills the reader (")
+    _, hung = source.crash_finding(piece, stall_reason(120))  # a hang is no crash
+    assert (hung.detail or "").startswith("reading this record hangs the reader (the reader made no progress")
+    _, many = source.crash_finding(halves[1], stall_reason(120))
+    assert f"reading records 19-36 (keys {key(19)} to {key(36)}) hangs the reader" in (many.detail or "")
 
 
 def test_key_text() -> None:

@@ -167,6 +167,14 @@ def submit_form(page: Any, fields: dict[str, str]) -> None:
     page.get_by_role("button", name="Start scan").click()
 
 
+def form_sent(browser: Any, svc: Service, fields: dict[str, str], query: str = "") -> Any:
+    """A new page of the jobs list (``query``: its filter) whose form was sent with ``fields``."""
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(svc.url + "/" + query)
+    submit_form(page, fields)
+    return page
+
+
 def jobs_of(svc: Service) -> int:
     with httpx.Client(base_url=svc.url, timeout=30) as client:
         total: int = client.get("/api/v1/scans").json()["total"]
@@ -177,9 +185,7 @@ def test_a_number_field_holding_no_number_stops_the_form(browser: Any, page_serv
     """'12-' typed as the batch size is no number: the browser gives the field the value '', so the scan was
     started without a batch size, and nothing said so."""
     before = jobs_of(page_service)
-    page = browser.new_page(viewport=DESKTOP)
-    page.goto(page_service.url + "/")
-    submit_form(page, {"Dataset path": "clean", "Batch size": "12-"})
+    page = form_sent(browser, page_service, {"Dataset path": "clean", "Batch size": "12-"})
     expect(page.locator("#form-error")).to_have_text("Batch size: enter a whole number, or leave it empty.")
     field = page.get_by_label("Batch size", exact=True)
     expect(field).to_be_focused()
@@ -192,9 +198,9 @@ def test_a_number_field_holding_no_number_stops_the_form(browser: Any, page_serv
 def test_option_errors_read_in_the_words_of_the_form(browser: Any, page_service: Service) -> None:
     """The API's 422 named its fields as the JSON does ('invalid request: num_classes: Input should be ...',
     'Value error, must be an integer'): the page says 'Number of classes: ...' and marks that field."""
-    page = browser.new_page(viewport=DESKTOP)
-    page.goto(page_service.url + "/")
-    submit_form(page, {"Dataset path": "clean", "Number of classes": "0", "Smallest image side (px)": "2.5"})
+    page = form_sent(
+        browser, page_service, {"Dataset path": "clean", "Number of classes": "0", "Smallest image side (px)": "2.5"}
+    )
     error = page.locator("#form-error")
     expect(error).to_have_text(
         "Number of classes: Input should be greater than or equal to 1; "
@@ -208,9 +214,7 @@ def test_option_errors_read_in_the_words_of_the_form(browser: Any, page_service:
 def test_a_root_outside_the_data_roots_marks_the_root_field(browser: Any, page_service: Service) -> None:
     """'root '/etc' is outside the data roots' marked and focused the dataset path (the message names the
     data roots), and the field it is about stayed folded under "More options"."""
-    page = browser.new_page(viewport=DESKTOP)
-    page.goto(page_service.url + "/")
-    submit_form(page, {"Dataset path": "clean", "Image list root": "/etc"})
+    page = form_sent(browser, page_service, {"Dataset path": "clean", "Image list root": "/etc"})
     expect(page.locator("#form-error")).to_contain_text("root '/etc' is outside the data roots")
     root = page.get_by_label("Image list root", exact=True)
     expect(root).to_be_visible()
@@ -231,9 +235,7 @@ def test_the_same_scan_under_way_is_not_said_to_have_a_report(browser: Any, page
     with httpx.Client(base_url=page_service.url, timeout=30) as client:
         first = client.post("/api/v1/scans", json={"path": name})  # no worker here: it stays queued
         assert first.status_code == 202, first.text
-    page = browser.new_page(viewport=DESKTOP)
-    page.goto(page_service.url + "/")
-    submit_form(page, {"Dataset path": name})
+    page = form_sent(browser, page_service, {"Dataset path": name})
     status = page.locator("#form-status")
     expect(status).to_have_text(
         f"The same scan is already under way: scan {first.json()['id'][:8]}, queued. Its progress shows below."
@@ -250,9 +252,7 @@ def test_a_scan_started_from_a_filtered_list_is_not_promised_below(browser: Any,
     name = f"filtered-{time.time_ns()}.h5"
     with h5py.File(page_service.data_root / name, "w") as fh:
         fh["x"] = np.ones((8, 2), dtype=np.float32)
-    page = browser.new_page(viewport=DESKTOP)
-    page.goto(page_service.url + "/?status=failed")
-    submit_form(page, {"Dataset path": name})
+    page = form_sent(browser, page_service, {"Dataset path": name}, "?status=failed")
     status = page.locator("#form-status")
     expect(status).to_contain_text("Started scan")
     job_id = page.get_attribute("#form-status a", "href").rsplit("/", 1)[1]

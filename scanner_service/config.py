@@ -218,14 +218,14 @@ def find_config_file(start: Path) -> Path | None:
 
 def _config_in(folder: Path) -> Path | None:
     """``folder``'s dscan.toml, else its pyproject.toml when that has a [tool.dscan] table, else None."""
-    import tomllib
-
     candidate = folder / "dscan.toml"
     if candidate.is_file():
         return candidate
     pyproject = folder / "pyproject.toml"
     if not pyproject.is_file():
         return None
+    import tomllib  # (only where there is a file to read: a scan with no config file imports no TOML parser)
+
     try:
         text = pyproject.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):

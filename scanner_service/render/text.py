@@ -26,7 +26,8 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
             ("dscan ", "bold"),
             f"{report.source.path} ({report.source.kind}): {counted(s.items_scanned, 'item')}, "
             f"{human_bytes(s.bytes_scanned)}, {s.duration_s:.2f} s",
-        )
+        ),
+        soft_wrap=True,  # one line however long the path, like the locations: a CI log is searched by line
     )
     for f in report.findings:
         check = checks.BY_CODE[f.code]

@@ -137,10 +137,22 @@ def test_counts_of_one_are_singular(tmp_path: Path) -> None:
     image = tmp_path / "photo.jpg"
     image.write_bytes(b"\xff\xd8\xff\xe0" + bytes(60))  # a JPEG cut inside its header
     code, out = invoke("scan", str(image), "-j", "0")
-    flat = " ".join(out.split())  # (a long temporary path wraps the text report's first line)
-    assert code == 1 and "(image-file): 1 item, " in flat and "FAILED: 1 error, 0 warnings" in flat, out
+    assert code == 1 and "(image-file): 1 item, " in out and "FAILED: 1 error, 0 warnings" in out, out
     code, out = invoke("scan", str(image), "--format", "markdown", "-j", "0")
     assert "(image-file): 1 item, " in out and "**1 error, 0 warnings**" in out, out
+
+
+def test_the_text_report_names_a_long_path_on_one_line(tmp_path: Path) -> None:
+    """The first line (path, kind, counts) wrapped at the report's width when the path was long, unlike the
+    locations below it: ``grep 'photo.jpg (image-file)'`` on a CI log found nothing."""
+    deep = tmp_path.joinpath(*(["a-rather-long-folder-name"] * 6))
+    deep.mkdir(parents=True)
+    image = deep / "photo.jpg"
+    image.write_bytes(b"\xff\xd8\xff\xe0" + bytes(60))
+    code, out = invoke("scan", str(image), "-j", "0")
+    first = out.splitlines()[0]
+    assert code == 1 and len(first) > 100, out
+    assert first.startswith("dscan ") and first.endswith(" s") and "photo.jpg (image-file): 1 item, " in first, out
 
 
 def test_config_file_and_pyproject(tmp_path: Path, dirty: Path) -> None:

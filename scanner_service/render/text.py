@@ -53,7 +53,7 @@ def render(report: Report, color: bool = False, width: int = 100) -> str:
         title = f"labels {label_title(lab.stream, lab.path, lab.dataset)}: {counts}"
         if lab.imbalance_ratio:
             title += f", imbalance {lab.imbalance_ratio:.1f}x"
-        console.print(Text(title, style="bold"))  # above the table, not its title: a narrow table would wrap it
+        console.print(Text(title, style="bold"), soft_wrap=True)  # above the table, not its title: a table wraps it
         table = Table(show_edge=False)
         table.add_column("class", justify="right")
         table.add_column("count", justify="right")

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from PIL import Image
 
 from scanner_service.cli import main
 from tests.conftest import NOBODY, become_nobody, write_h5
@@ -153,6 +154,14 @@ def test_the_text_report_names_a_long_path_on_one_line(tmp_path: Path) -> None:
     first = out.splitlines()[0]
     assert code == 1 and len(first) > 100, out
     assert first.startswith("dscan ") and first.endswith(" s") and "photo.jpg (image-file): 1 item, " in first, out
+    for name, colour in (("cats", "red"), ("dogs", "blue")):  # a label table is titled with its path
+        (deep / "set" / name).mkdir(parents=True)
+        Image.new("RGB", (40, 40), colour).save(deep / "set" / name / "a.png")
+    listing = deep / "train.txt"  # (beside the root, not in it: the table names the list by its full path)
+    listing.write_text("cats/a.png 0\ndogs/a.png 1\n")
+    code, out = invoke("scan", str(listing), "--root", str(deep / "set"), "-j", "0")
+    titles = [line for line in out.splitlines() if line.startswith("labels ")]
+    assert code == 0 and titles == [f"labels {listing}: 2 labels, 2 classes, imbalance 1.0x"], out
 
 
 def test_config_file_and_pyproject(tmp_path: Path, dirty: Path) -> None:

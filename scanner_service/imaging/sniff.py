@@ -50,6 +50,28 @@ FORMAT_BY_EXTENSION: dict[str, str] = {
     ".xbm": "xbm",
     ".jxl": "jxl",
     ".exr": "exr",
+    # formats Pillow reads beyond the common ones
+    ".mpo": "jpeg",  # a multi-picture JPEG (stereo cameras): Pillow reads it as JPEG frames
+    ".avifs": "avif",
+    ".rgba": "sgi",
+    ".icb": "tga",
+    ".vda": "tga",
+    ".vst": "tga",
+    ".ras": "sun",
+    ".icns": "icns",
+    ".xpm": "xpm",
+    ".fits": "fits",  # (astronomy; float data that can hold NaN. '.fit' is Garmin's too: sniffed by content)
+    ".fts": "fits",
+    ".msp": "msp",
+    ".dcx": "dcx",
+    ".blp": "blp",
+    ".ftc": "ftex",
+    ".ftu": "ftex",
+    ".pxr": "pixar",
+    ".fli": "fli",
+    ".flc": "fli",
+    ".gbr": "gbr",
+    ".pcd": "pcd",
 }
 """Extensions of image formats, and the format their content should have."""
 
@@ -94,6 +116,18 @@ PILLOW_FORMAT = {
     "sgi": "SGI",
     "xbm": "XBM",
     "mpo": "MPO",
+    "sun": "SUN",
+    "icns": "ICNS",
+    "xpm": "XPM",
+    "fits": "FITS",
+    "msp": "MSP",
+    "dcx": "DCX",
+    "blp": "BLP",
+    "ftex": "FTEX",
+    "pixar": "PIXAR",
+    "fli": "FLI",
+    "gbr": "GBR",
+    "pcd": "PCD",
 }
 """Our format names and Pillow's."""
 
@@ -116,6 +150,19 @@ SVG = re.compile(
 )
 """An SVG document: its first element is ``<svg``, after a byte-order mark, an XML declaration, comments (an
 editor's 'Generator: Adobe Illustrator') and a DOCTYPE."""
+
+
+OTHER_MAGIC = {
+    b"\x59\xa6\x6a\x95": "sun",
+    b"icns": "icns",
+    b"\xb1\x68\xde\x3a": "dcx",
+    b"BLP1": "blp",
+    b"BLP2": "blp",
+    b"FTEX": "ftex",
+    b"\x80\xe8\x00\x00": "pixar",
+}
+"""Four-byte signatures of the rarer formats Pillow reads (MSP's, FLI's, GBR's and PCD's are too weak to tell
+content by: those files are taken by their extension)."""
 
 
 def sniff(head: bytes | memoryview) -> str | None:
@@ -161,6 +208,12 @@ def sniff(head: bytes | memoryview) -> str | None:
         return "jxl"
     if h[:4] == b"\x76\x2f\x31\x01":
         return "exr"
+    if h[:4] in OTHER_MAGIC:
+        return OTHER_MAGIC[h[:4]]
+    if h[:9] == b"/* XPM */":
+        return "xpm"
+    if h[:9] == b"SIMPLE  =":
+        return "fits"
     if h[:1] in b"<\xef \t\r\n" and SVG.match(bytes(head[:1024])):
         return "svg"
     if h[:9] == b"#define w" or h[:9] == b"#define h":

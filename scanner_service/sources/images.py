@@ -490,7 +490,8 @@ class ImageFolderSource(ImageFilesSource):
             partial.info["images.layout"] = f"ImageFolder: {len(classes)} class folders"
         if skipped:
             listed = ", ".join(f"{n} {what}" for what, n in sorted(skipped.items()))
-            partial.info["images.skipped"] = f"{sum(skipped.values())} files not scanned as images: {listed}"
+            n = sum(skipped.values())
+            partial.info["images.skipped"] = f"{n} file{'s' if n != 1 else ''} not scanned as images: {listed}"
         for link in links_out:
             partial.add("S001", Location(path=link, detail=LINK_OUT))
         for folder in unlistable:

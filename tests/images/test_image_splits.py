@@ -55,7 +55,7 @@ def test_each_split_has_its_own_label_table_with_the_class_names(
         "split layout: Val, train, each scanned as a dataset of its own (one label table per split, its classes "
         "numbered by the 2 class folders of all splits together)"
     )
-    assert report.info["images.skipped"] == "1 files not scanned as images: 1 .md"
+    assert report.info["images.skipped"] == "1 file not scanned as images: 1 .md"
 
 
 def test_a_class_missing_in_val_is_a_missing_class_in_val_only(

@@ -40,6 +40,9 @@ STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
 NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
 """A marker inside entropy-coded data: 0xFF followed by neither a stuffed zero, a restart marker nor fill."""
 
+END_MARKER = re.compile(rb"\xff\xd9")
+"""The end-of-image marker."""
+
 HARMLESS = (
     "Warning: unknown JFIF revision number",
     "Invalid SOS parameters for sequential JPEG",
@@ -187,32 +190,17 @@ def parse_header(data: Any) -> JpegHeader:
         pos += length
 
 
-def first_pair(data: Any, start: int, first: int, second: int) -> int:
-    """Offset of the first two bytes ``first, second`` at or after ``start`` (-1: none); ``data.find`` of a
-    two-byte needle, two bytes at a time with numpy. In entropy-coded data, where every 0xFF byte stops
-    ``bytes.find``'s fast skip, this takes half its time (25 µs of a 60 KB JPEG's 0.6 ms)."""
-    length = len(data) - start
-    found = -1
-    for shift in (0, 1):
-        count = (length - shift) // 2
-        if count <= 0:
-            continue
-        pairs = np.frombuffer(data, "<u2", count=count, offset=start + shift)
-        hits = pairs == (second << 8 | first)
-        i = int(hits.argmax())
-        if hits[i]:
-            at = start + shift + 2 * i
-            found = at if found < 0 else min(found, at)
-    return found
-
-
 def end_of_image(data: Any, scan: int) -> int:
     """Offset just past the first end-of-image marker after the scans start; -1 when there is none."""
     n = len(data)
-    if first_pair(data, scan, 0xFF, 0xD9) == n - 2:
+    first = END_MARKER.search(data, scan)
+    if first is not None and first.start() == n - 2:
         # The usual file: the first FF D9 after the scans is its last two bytes. Valid entropy-coded data
         # holds no FF D9 (an FF there is followed by 00 or a restart marker), so that is where the walk below
-        # would stop too; it costs one vectorised pass instead of a marker search through the whole image.
+        # would stop too; it costs one search for a literal instead of a marker search through the whole image.
+        # (A regular expression: a one-process scan of the benchmark's 2,300 files ran 0-2.6% faster with it
+        # than with a vectorised numpy search of the byte pairs, the faster of the two in a loop of searches
+        # alone; bytes.find is slower than both, as every 0xFF stops its fast skip.)
         return n
     pos = scan
     while True:

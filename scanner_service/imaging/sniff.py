@@ -50,28 +50,21 @@ FORMAT_BY_EXTENSION: dict[str, str] = {
     ".xbm": "xbm",
     ".jxl": "jxl",
     ".exr": "exr",
-    # formats Pillow reads beyond the common ones
+    # formats Pillow reads beyond the common ones, where the content has a signature to confirm it. Not the
+    # extensions others share without one (.pcd: point clouds as well as PhotoCD; .gbr: Gerber PCB files as
+    # well as GIMP brushes; .msp, .vst, .rgba ...): such a file is scanned when its content is an image's.
     ".mpo": "jpeg",  # a multi-picture JPEG (stereo cameras): Pillow reads it as JPEG frames
     ".avifs": "avif",
-    ".rgba": "sgi",
-    ".icb": "tga",
-    ".vda": "tga",
-    ".vst": "tga",
     ".ras": "sun",
     ".icns": "icns",
     ".xpm": "xpm",
-    ".fits": "fits",  # (astronomy; float data that can hold NaN. '.fit' is Garmin's too: sniffed by content)
+    ".fits": "fits",  # (astronomy: float data that can hold NaN. '.fit' is Garmin's too: taken by content)
     ".fts": "fits",
-    ".msp": "msp",
     ".dcx": "dcx",
     ".blp": "blp",
     ".ftc": "ftex",
     ".ftu": "ftex",
     ".pxr": "pixar",
-    ".fli": "fli",
-    ".flc": "fli",
-    ".gbr": "gbr",
-    ".pcd": "pcd",
 }
 """Extensions of image formats, and the format their content should have."""
 
@@ -162,7 +155,7 @@ OTHER_MAGIC = {
     b"\x80\xe8\x00\x00": "pixar",
 }
 """Four-byte signatures of the rarer formats Pillow reads (MSP's, FLI's, GBR's and PCD's are too weak to tell
-content by: those files are taken by their extension)."""
+content by: such files are judged only when a list names them)."""
 
 
 def sniff(head: bytes | memoryview) -> str | None:

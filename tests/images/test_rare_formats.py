@@ -1,5 +1,6 @@
-"""The rarer formats Pillow reads (Sun raster, FITS, XPM, ICNS, DCX, MSP, MPO, SGI and TGA under their other
-extensions ...): an image folder scans them like any image instead of leaving them out as sidecar files."""
+"""The rarer formats Pillow reads (Sun raster, FITS, XPM, ICNS, DCX, MPO ...): an image folder scans them like
+any image instead of leaving them out as sidecar files, but not what shares their extensions without being
+an image (point clouds in .pcd, Gerber files in .gbr)."""
 
 from __future__ import annotations
 
@@ -54,18 +55,20 @@ def test_rare_formats_in_a_folder_are_scanned_and_pass(tmp_path: Path, write: Wr
         "a/icon.xpm": XPM,
         "a/icon.icns": encode(picture.resize((32, 32)), "ICNS"),
         "a/pages.dcx": dcx(encode(picture, "PCX")),
-        "b/bits.msp": encode(picture.convert("1"), "MSP"),
         "b/stereo.mpo": encode(picture, "MPO", save_all=True, append_images=[picture]),
-        "b/silicon.rgba": encode(picture, "SGI"),
-        "b/targa.vst": encode(picture, "TGA"),
+        "b/silicon.rgba": encode(picture, "SGI"),  # (an extension raw pixel dumps use too: taken by content)
     }
     for rel, data in files.items():
         write(rel, data)
+    # extensions a rare image format shares with common data of other kinds: sidecars, as before
+    write("b/scan.pcd", b"# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\nFIELDS x y z\n")
+    write("b/board.gbr", b"%FSLAX26Y26*%\n%MOMM*%\nD10*\nX0Y0D02*\nM02*\n")
+    write("b/dump.rgba", bytes(64 * 64 * 4))
     report = scan_dir(tmp_path)
-    assert "images.skipped" not in report.info, report.info
+    assert report.info["images.skipped"] == "3 files not scanned as images: 1 .gbr, 1 .pcd, 1 .rgba", report.info
     assert report.summary.items_scanned == len(files)
     assert codes(report) <= {"I010"}, codes(report)  # (the FITS image is mode F: an unusual mode, no error)
-    assert [(row.name, row.count) for row in report.labels[0].histogram] == [("a", 5), ("b", 4)]
+    assert [(row.name, row.count) for row in report.labels[0].histogram] == [("a", 5), ("b", 2)]
 
 
 def test_the_rare_formats_are_told_by_content(rng: np.random.Generator) -> None:

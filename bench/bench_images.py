@@ -323,7 +323,7 @@ def main() -> None:
             for jobs in ratios:  # the baseline around the runs of its round: a machine's drift cancels out
                 ratios[jobs].append((before + after) / 2 / runs[jobs][-1])
             runs["start-base"].append(timed([sys.executable, "-c", BASELINE, str(root.parent / "one.txt")])[0])
-            runs["start-dscan"].append(timed([*command, "scan", str(one), "-j1"])[0])
+            runs["start-dscan"].append(timed([*command, "scan", str(one), "-j1", "--format", "json"])[0])  # as timed
 
         base = statistics.median(runs["baseline"])
         print(

@@ -271,6 +271,52 @@ def _extensionless(entry: str, root: Path, listings: Listings) -> str:
     return f" ({os.path.join(os.path.dirname(entry), found)} does: the list names the file without its extension)"
 
 
+ROOT_GUESSES = 16
+"""Missing files whose path is tried against other folders, before the list is taken for one whose paths
+fit no folder near it."""
+
+
+class OtherRoot:
+    """A hint for listed paths that do not exist: the folder they are relative to, when it is not the root
+    the scan used. Tried, for the first ``ROOT_GUESSES`` missing files while no listed file has been found
+    under the root (a file or two missing from a list that resolves is no wrong root), against the root's
+    parent, its sub-folders and the working folder (a list written with paths relative to where its script
+    ran); once one folder holds a missing file, only that folder is tried for the others."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tries = 0
+        self.found: Path | None = None
+
+    def hint(self, entry: str, resolved: int) -> str:
+        """The hint for ``entry``, missing after ``resolved`` listed files were found under the root."""
+        if os.path.isabs(entry):
+            return ""
+        if self.found is None:
+            if self.tries >= ROOT_GUESSES or resolved:
+                return ""
+            self.tries += 1
+            self.found = next((c for c in self._candidates() if os.path.isfile(c / entry)), None)
+            if self.found is None:
+                return ""
+        elif not os.path.isfile(self.found / entry):
+            return ""
+        there = self.found
+        return f" (it exists in {there}: the list's paths are relative to that folder; scan with --root {there})"
+
+    def _candidates(self) -> Iterator[Path]:
+        root = self.root.absolute()
+        seen = {root}
+        around = [root.parent]
+        with contextlib.suppress(OSError), os.scandir(root) as it:
+            around += sorted(Path(e.path) for e in it if not e.name.startswith(".") and e.is_dir())
+        around.append(Path.cwd())
+        for folder in around:
+            if folder not in seen:
+                seen.add(folder)
+                yield folder
+
+
 def _id_hint(header: list[str], records: list[list[str]], root: Path) -> str:
     """For a CSV without a column of image paths: the column whose values are the names of images without
     their extension, in the root or a folder in it (Kaggle's ``id`` beside ``train/<id>.png``), as a hint
@@ -380,6 +426,7 @@ class ImageListSource(ImageFilesSource):
         out: list[Entry] = []
         root, name = self.root, self.list_name  # (a property of pathlib calls: 20 µs a missing file, 1M lines)
         listings: Listings = {}
+        elsewhere = OtherRoot(root)
         for line, entry, raw in rows:
             label = index[raw] if isinstance(raw, str) else raw
             if "\0" in entry:
@@ -393,7 +440,7 @@ class ImageListSource(ImageFilesSource):
             try:
                 st = target.stat()
             except FileNotFoundError:
-                hint = _windows(entry, root) or _extensionless(entry, root, listings)
+                hint = _windows(entry, root) or _extensionless(entry, root, listings) or elsewhere.hint(entry, len(out))
                 missing = Location(path=name, line=line, detail=f"{entry} does not exist{hint}")
                 partial.add("S004", missing)
                 continue

@@ -100,3 +100,44 @@ def test_a_multi_label_column_is_read_as_one_and_runs_no_label_check(
     write("names.csv", b"filename,label\nimg/0.png,golden retriever\nimg/1.png,pug\nimg/2.png,golden retriever\n")
     names = scan_dir(tmp_path / "names.csv", workers=1)
     assert [(row.name, row.count) for row in names.labels[0].histogram] == [("golden retriever", 2), ("pug", 1)]
+
+
+def test_paths_relative_to_another_folder_name_that_folder(
+    tmp_path: Path, write: Write, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list beside 'data/' whose paths are relative to 'data/' (a convert_imageset root passed apart) read
+    'cat/0.png does not exist' on every line, with no word on where the files are."""
+    for rel in ("cat/0.png", "cat/1.png", "dog/0.png"):
+        write(f"data/{rel}", png(rng))
+    write("train.txt", b"cat/0.png 0\ncat/1.png 0\ndog/0.png 1\n")
+    report = scan_dir(tmp_path / "train.txt", workers=1)
+    there = tmp_path / "data"
+    hint = f"(it exists in {there}: the list's paths are relative to that folder; scan with --root {there})"
+    assert [(line, detail) for _, line, detail in _details(report, "S004")] == [
+        (1, f"cat/0.png does not exist {hint}"),
+        (2, f"cat/1.png does not exist {hint}"),
+        (3, f"dog/0.png does not exist {hint}"),
+    ]
+    # the other way round: paths that include the root's own folder name ('data/cat/0.png' under --root data)
+    write("full.txt", b"data/cat/0.png 0\ndata/dog/0.png 1\n")
+    report = scan_dir(tmp_path / "full.txt", workers=1, root=str(there))
+    up = f"(it exists in {tmp_path}: the list's paths are relative to that folder; scan with --root {tmp_path})"
+    assert [d for _, _, d in _details(report, "S004")] == [f"data/cat/0.png does not exist {up}",
+                                                          f"data/dog/0.png does not exist {up}"]  # fmt: skip
+    # and relative to the working folder, where the script that wrote the list ran (not the list's parent)
+    monkeypatch.chdir(tmp_path)
+    write("lists/2026/run.txt", b"data/cat/0.png 0\n")
+    report = scan_dir(tmp_path / "lists" / "2026" / "run.txt", workers=1)
+    assert [d for _, _, d in _details(report, "S004")] == [f"data/cat/0.png does not exist {up}"]
+
+
+def test_a_file_missing_from_a_list_that_resolves_gets_no_root_hint(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """One file gone from a list whose other files are found: a copy of it in another folder (a backup) is no
+    reason to suggest another root."""
+    for rel in ("cat/0.png", "cat/1.png", "old/cat/2.png"):
+        write(rel, png(rng))
+    write("train.txt", b"cat/0.png 0\ncat/1.png 0\ncat/2.png 0\n")
+    report = scan_dir(tmp_path / "train.txt", workers=1)
+    assert _details(report, "S004") == [("train.txt", 3, "cat/2.png does not exist")]

@@ -287,6 +287,7 @@ class OtherRoot:
         self.root = root
         self.tries = 0
         self.found: Path | None = None
+        self.candidates: list[Path] | None = None
 
     def hint(self, entry: str, resolved: int) -> str:
         """The hint for ``entry``, missing after ``resolved`` listed files were found under the root."""
@@ -296,7 +297,9 @@ class OtherRoot:
             if self.tries >= ROOT_GUESSES or resolved:
                 return ""
             self.tries += 1
-            self.found = next((c for c in self._candidates() if os.path.isfile(c / entry)), None)
+            if self.candidates is None:  # (the root is listed once: it may hold a million files)
+                self.candidates = self._candidates()
+            self.found = next((c for c in self.candidates if os.path.isfile(c / entry)), None)
             if self.found is None:
                 return ""
         elif not os.path.isfile(self.found / entry):
@@ -304,17 +307,13 @@ class OtherRoot:
         there = self.found
         return f" (it exists in {there}: the list's paths are relative to that folder; scan with --root {there})"
 
-    def _candidates(self) -> Iterator[Path]:
+    def _candidates(self) -> list[Path]:
         root = self.root.absolute()
-        seen = {root}
         around = [root.parent]
         with contextlib.suppress(OSError), os.scandir(root) as it:
             around += sorted(Path(e.path) for e in it if not e.name.startswith(".") and e.is_dir())
         around.append(Path.cwd())
-        for folder in around:
-            if folder not in seen:
-                seen.add(folder)
-                yield folder
+        return [folder for folder in dict.fromkeys(around) if folder != root]
 
 
 def _id_hint(header: list[str], records: list[list[str]], root: Path) -> str:

@@ -141,3 +141,25 @@ def test_a_file_missing_from_a_list_that_resolves_gets_no_root_hint(
     write("train.txt", b"cat/0.png 0\ncat/1.png 0\ncat/2.png 0\n")
     report = scan_dir(tmp_path / "train.txt", workers=1)
     assert _details(report, "S004") == [("train.txt", 3, "cat/2.png does not exist")]
+
+
+def test_a_confined_scan_names_no_folder_outside_its_roots(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """The service confines scans to its data roots, and says nothing of files elsewhere, not even that they
+    exist: the hint may name a folder inside the roots only."""
+    write("data/cat/0.png", png(rng))
+    write("lists/train.txt", b"cat/0.png 0\n")  # relative to a 'data/' folder the hint would name
+    write("lists/sub/cat/0.png", png(rng))
+    confined = scan_dir(tmp_path / "lists" / "train.txt", workers=1, root=str(tmp_path / "lists"),
+                        confine=(str(tmp_path / "lists"),))  # fmt: skip
+    inside = tmp_path / "lists" / "sub"
+    assert [d for _, _, d in _details(confined, "S004")] == [
+        f"cat/0.png does not exist (it exists in {inside}: the list's paths are relative to that folder; "
+        f"scan with --root {inside})"
+    ]
+    (tmp_path / "lists" / "sub" / "cat" / "0.png").unlink()
+    confined = scan_dir(tmp_path / "lists" / "train.txt", workers=1, confine=(str(tmp_path / "lists"),))
+    assert [d for _, _, d in _details(confined, "S004")] == ["cat/0.png does not exist"]
+    free = scan_dir(tmp_path / "lists" / "train.txt", workers=1)  # unconfined: 'data/' beside 'lists/' is named
+    assert next(d for _, _, d in _details(free, "S004")).endswith(f"scan with --root {tmp_path / 'data'})")

@@ -16,6 +16,7 @@ from ..location import Location
 from ..partial import Partial
 from .hdf5 import NOT_REGULAR, Hdf5Source
 from .hdf5_files import SUFFIXES, looks_like_hdf5_list
+from .list_roots import OtherRoot
 from .walk import Outside
 
 
@@ -44,6 +45,7 @@ class Hdf5ListSource(Hdf5Source):
             raise SourceNotFound(f"--root {self.config.root}: no such folder (the list's paths are relative to it)")
         files: list[tuple[Path, int | None]] = []
         list_name = self.path.name
+        elsewhere = OtherRoot(self.root, self.outside)
         for number, raw in enumerate(_entries(self.path), start=1):
             entry = raw.strip()
             if not entry:
@@ -72,7 +74,8 @@ class Hdf5ListSource(Hdf5Source):
             if len(entry.split()) != 1 or Path(entry).suffix.lower() not in SUFFIXES:
                 partial.add("S005", where.model_copy(update={"detail": f"expected one HDF5 path, got {entry!r}"}))
                 continue
-            partial.add("S004", where.model_copy(update={"detail": f"{entry} does not exist"}))
+            hint = elsewhere.hint(entry, len(files))
+            partial.add("S004", where.model_copy(update={"detail": f"{entry} does not exist{hint}"}))
         if not files and not partial.findings:
             partial.add("S006", Location(path=list_name, detail="the list names no file"))
         return files

@@ -182,6 +182,25 @@ def test_hdf5_list_file(tmp_path: Path, rng: np.random.Generator) -> None:
     assert codes(report) == {"S004", "S005", "V001"}
 
 
+def test_an_hdf5_list_relative_to_the_working_folder_names_it(
+    tmp_path: Path, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Caffe opens an HDF5Data source's paths as they are written: relative to the folder caffe runs in, not
+    to the list's. dscan reads them relative to the list's folder (or --root), and said only "does not exist"."""
+    write_h5(tmp_path / "parts" / "p1.h5", {"data": rng.normal(size=(20, 3)).astype(np.float32)})
+    listing = tmp_path / "models" / "net" / "train_h5.txt"
+    listing.parent.mkdir(parents=True)
+    listing.write_text("parts/p1.h5\nparts/gone.h5\n")
+    monkeypatch.chdir(tmp_path)
+    report = run_scan(listing)
+    hint = f"(it exists in {tmp_path}: the list's paths are relative to that folder; scan with --root {tmp_path})"
+    assert [loc.detail for loc in finding(report, "S004").locations] == [
+        f"parts/p1.h5 does not exist {hint}",
+        "parts/gone.h5 does not exist",
+    ]
+    assert run_scan(listing, root=str(tmp_path)).summary.items_scanned == 20
+
+
 def test_scan_never_writes_to_the_dataset(tmp_path: Path, rng: np.random.Generator) -> None:
     path = write_h5(tmp_path / "ro.h5", {"x": rng.normal(size=(100, 4)).astype(np.float32)})
     path.chmod(0o444)

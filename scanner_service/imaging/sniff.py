@@ -52,7 +52,8 @@ FORMAT_BY_EXTENSION: dict[str, str] = {
     ".exr": "exr",
     # formats Pillow reads beyond the common ones, where the content has a signature to confirm it. Not the
     # extensions others share without one (.pcd: point clouds as well as PhotoCD; .gbr: Gerber PCB files as
-    # well as GIMP brushes; .msp, .vst, .rgba ...): such a file is scanned when its content is an image's.
+    # well as GIMP brushes; .msp, .vst, .rgba ...): in a folder such a file is scanned only when ``sniff``
+    # names its content (an SGI image saved as .rgba), else it is a sidecar; a list's entries are all judged.
     ".mpo": "jpeg",  # a multi-picture JPEG (stereo cameras): Pillow reads it as JPEG frames
     ".avifs": "avif",
     ".ras": "sun",

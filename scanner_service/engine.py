@@ -21,7 +21,7 @@ from .labels import close_runs, tally_block
 from .numbered import tally as tally_numbered
 from .partial import Partial
 from .sources import open_source
-from .sources.base import Plan, Shard
+from .sources.base import Plan, Shard, Source
 from .stacked import summarize_batch
 from .statistics import flush_moments, summarize
 
@@ -50,7 +50,11 @@ def _prepass(kind: str, item: Any, ctx: ScanContext) -> Any:
 
 def plan(path: str | Path, config: ScanConfig, kind: str | None = None) -> Plan:
     """Detect the dataset at ``path`` and plan it into shards."""
-    source = open_source(Path(path), config, kind)
+    return plan_source(open_source(Path(path), config, kind), config)
+
+
+def plan_source(source: Source, config: ScanConfig) -> Plan:
+    """Plan an opened (detected) source into shards."""
     result = source.plan()
     result.partial.cap = config.max_locations
     return result

@@ -29,6 +29,7 @@ from .engine import crash_partial, scan_shard, split_shard
 from .errors import ScanCancelled
 from .forked import STALL_S, crashes_expected, stall_reason
 from .partial import Partial
+from .sources import source_class
 from .sources.base import Shard
 
 MAX_ATTEMPTS = 2
@@ -75,6 +76,8 @@ def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig, par
         os.dup2(2, 1)
     if parent:
         _die_with_parent(parent)
+    with contextlib.suppress(Exception):  # (a decoder that cannot be imported is reported by the scan)
+        source_class(kind).warm_up()
     while True:
         try:
             shard = conn.recv()

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Protocol
 
 from .config import ScanConfig
-from .engine import plan, scan_shard
+from .engine import plan_source, scan_shard
 from .partial import Partial, merge
 from .report import Report, build_report
+from .sources import open_source
 
 MERGE_EVERY = 8
 """Partials held before they are merged into one."""
@@ -36,22 +37,36 @@ def scan(
     """Scan the dataset at ``path``. ``workers=0`` runs in this process (no crash isolation)."""
     config = config or ScanConfig()
     started = time.perf_counter()
-    planned = plan(path, config, kind)
-    source = planned.source
+    source = open_source(Path(path), config, kind)
     target = os.fspath(Path(path).absolute())  # (``source.path`` is for showing: a name that is no UTF-8 is escaped)
     n = default_workers() if workers is None else workers
-    partials: list[Partial] = [planned.partial]
-    advance = progress.advance if progress else None
     pool = None
-    if n > 0 and planned.shards:
+    if n > 0 and source.early_readers:  # they start (import their decoders) while the plan is made
         from .pool import ShardPool
 
-        pool = ShardPool(source.kind, target, config, min(n, len(planned.shards)))
+        pool = ShardPool(source.kind, target, config, n)
+        pool.start(1)
+    try:
+        planned = plan_source(source, config)
+    except BaseException:
+        if pool is not None:
+            pool.close(kill=True)
+        raise
+    info = planned.source
+    partials: list[Partial] = [planned.partial]
+    advance = progress.advance if progress else None
+    if pool is None and n > 0 and planned.shards:
+        from .pool import ShardPool
+
+        pool = ShardPool(info.kind, target, config, min(n, len(planned.shards)))
         pool.start()
+    elif pool is not None and not planned.shards:
+        pool.close()
+        pool = None
     if progress:
-        progress.start(source.items, source.bytes, len(planned.shards))
+        progress.start(info.items, info.bytes, len(planned.shards))
     done = (
-        (scan_shard(source.kind, target, shard, config, progress=advance) for shard in planned.shards)
+        (scan_shard(info.kind, target, shard, config, progress=advance) for shard in planned.shards)
         if pool is None
         else pool.run(planned.shards, advance)
     )
@@ -61,4 +76,4 @@ def scan(
             partials = [merge(partials)]
     if progress:
         progress.finish()
-    return build_report(source, merge(partials), config, time.perf_counter() - started)
+    return build_report(info, merge(partials), config, time.perf_counter() - started)

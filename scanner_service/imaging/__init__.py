@@ -79,6 +79,13 @@ def _decoder(name: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{name}")
 
 
+def warm_up_decoders() -> None:
+    """Import the JPEG and PNG judges and look up their versions now, as the first image would."""
+    for judge in ("jpeg", "png"):
+        _decoder(judge)
+        _describe_judge(judge, judge)
+
+
 def _constant_value(data: Any) -> str | None:
     constant: str | None = _decoder("pillow").constant_value(data)
     return constant
@@ -190,4 +197,12 @@ def judge_label(verdict: Verdict) -> str:
     return f"Pillow {PIL.__version__}"
 
 
-__all__ = ["DEFAULT_MAX_PIXELS", "Verdict", "claimed_format", "decoder_entry", "inspect_image", "judge_label"]
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "Verdict",
+    "claimed_format",
+    "decoder_entry",
+    "inspect_image",
+    "judge_label",
+    "warm_up_decoders",
+]

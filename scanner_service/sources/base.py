@@ -81,6 +81,9 @@ class Source(ABC):
     """A dataset in one format. Instances are cheap; ``plan`` and ``read`` do the I/O."""
 
     kind: ClassVar[str]
+    early_readers: ClassVar[bool] = False
+    """Whether reader processes may start while the plan is made: planning imports nothing they need (an
+    HDF5 or LMDB plan imports h5py or lmdb, which readers started after it inherit)."""
 
     def __init__(self, path: Path, config: ScanConfig) -> None:
         self.path = path
@@ -104,6 +107,12 @@ class Source(ABC):
     @abstractmethod
     def detect(cls, path: Path, outside: Outside | None = None) -> bool:
         """Whether ``path`` is a dataset of this format (cheap: names and magic bytes only)."""
+
+    @classmethod
+    def warm_up(cls) -> None:
+        """Import what reading needs, in a reader process started early (``early_readers``): done while the
+        plan is made instead of on the first shard. Nothing by default."""
+        return None
 
     @property
     def root(self) -> Path:

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ..forked import stalled
+from ..imaging import warm_up_decoders
 from ..imaging.sniff import IMAGE_EXTENSIONS, JUNK_NAMES, NON_IMAGE_EXTENSIONS, damaged_png_signature, sniff
 from ..items import EncodedImage, LabelBlock, ReadFailure
 from ..location import Location
@@ -164,10 +165,15 @@ class ImageFilesSource(Source):
     """What image folders and image lists share: plan slices of a file list, read files as images."""
 
     kind = "image-files"
+    early_readers = True
 
     @classmethod
     def detect(cls, path: Path, outside: Outside | None = None) -> bool:
         return False
+
+    @classmethod
+    def warm_up(cls) -> None:
+        warm_up_decoders()
 
     @property
     def stream(self) -> str:

@@ -217,3 +217,76 @@ def test_a_reader_that_hangs_costs_its_record_not_the_scan(monkeypatch: pytest.M
     assert merged.items == 100 and sum(progress) == 100  # 99 records read, 1 reported
     assert [loc.index for loc in merged.findings["V001"].locations] == [90]
     assert pool.workers == []
+
+
+def _children_at_plan(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[int]:
+    """Make ``runner.plan_source`` note how many reader processes are alive when the plan is made."""
+    from scanner_service import runner
+
+    seen: list[int] = []
+    real = runner.plan_source
+
+    def noting(source: Source, config: ScanConfig) -> Plan:
+        seen.append(len(mp.active_children()))
+        if fail:
+            raise KeyboardInterrupt  # (Ctrl-C while a big folder is walked)
+        return real(source, config)
+
+    monkeypatch.setattr(runner, "plan_source", noting)
+    return seen
+
+
+def test_image_readers_start_while_the_plan_is_made(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An image folder's plan imports nothing its readers need: one starts first, and imports its decoders
+    while the folder is walked; the other formats' readers start after their plan (which imports h5py,
+    lmdb ... for them to inherit)."""
+    from PIL import Image
+
+    from scanner_service.runner import scan
+
+    (tmp_path / "images").mkdir()
+    for i in range(3):
+        Image.new("RGB", (40, 40), (i * 60, 9, 9)).save(tmp_path / "images" / f"{i}.png")
+    np.save(tmp_path / "a.npy", np.ones((4, 3), np.float32))
+    seen = _children_at_plan(monkeypatch)
+    report = scan(tmp_path / "images", ScanConfig(), workers=2)
+    assert report.summary.items_scanned == 3 and report.summary.errors == 0
+    scan(tmp_path / "a.npy", ScanConfig(), workers=2)
+    assert seen == [1, 0]
+    assert mp.active_children() == []
+
+
+def test_an_interrupted_plan_leaves_no_reader_behind(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from PIL import Image
+
+    from scanner_service.runner import scan
+
+    Image.new("L", (40, 40), 7).save(tmp_path / "a.png")
+    seen = _children_at_plan(monkeypatch, fail=True)
+    with pytest.raises(KeyboardInterrupt):
+        scan(tmp_path, ScanConfig(), workers=1)
+    assert seen == [1]
+    assert mp.active_children() == []
+
+
+def test_a_plan_with_nothing_to_read_stops_the_early_reader(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A list whose every line names a missing file: findings from the plan, no shard to read."""
+    from scanner_service.runner import scan
+
+    (tmp_path / "train.txt").write_text("gone/a.jpg 0\ngone/b.jpg 1\n")
+    seen = _children_at_plan(monkeypatch)
+    report = scan(tmp_path / "train.txt", ScanConfig(), workers=1)
+    assert seen == [1]
+    assert [f.name for f in report.findings if f.severity == "error"] == ["missing-file"]
+    assert mp.active_children() == []
+
+
+def test_warm_up_imports_the_image_judges() -> None:
+    from scanner_service import imaging
+    from scanner_service.sources.images import ImageFilesSource
+
+    imaging._decoder.cache_clear()
+    ImageFilesSource.warm_up()
+    assert imaging._decoder.cache_info().currsize == 2  # jpeg and png: Pillow only when a file needs it
+    imaging._decoder("jpeg")
+    assert imaging._decoder.cache_info().hits == 1

@@ -41,7 +41,7 @@ def scan(
     target = os.fspath(Path(path).absolute())  # (``source.path`` is for showing: a name that is no UTF-8 is escaped)
     n = default_workers() if workers is None else workers
     pool = None
-    if n > 0 and source.early_readers:  # they start (import their decoders) while the plan is made
+    if n > 0 and source.early_readers:  # one reader starts now and imports its decoders while the plan is made
         from .pool import ShardPool
 
         pool = ShardPool(source.kind, target, config, n)

@@ -25,6 +25,7 @@ from click.core import ParameterSource
 from . import __version__, checks
 from .config import file_note, load_config
 from .errors import DscanError, OutputError, SourceError, UsageError
+from .head_start import HeadStart
 from .render import FORMATS, render
 from .report import CHECK_FAMILIES, Report
 from .runner import scan
@@ -356,7 +357,8 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
             )
             config = load_config(config_file, overrides, here)
             progress = RichProgress() if fmt == "text" and is_terminal(sys.stderr) and target is None else None
-            report = ran_some_check(scan(Path(path), config, workers=workers, progress=progress))
+            head_start = click.get_current_context().find_object(HeadStart)
+            report = ran_some_check(scan(Path(path), config, workers=workers, progress=progress, head_start=head_start))
             note = file_note(config_file, overrides, here)
             if note is not None:
                 report.info[CONFIG_NOTE] = note
@@ -491,13 +493,14 @@ joined, every output is written and flushed), and tearing down the interpreter's
 pydantic ...) would add about 40 ms to every run of a CI gate."""
 
 
-def run(argv: list[str] | None = None) -> None:
-    """The ``dscan`` console command: ``main``, then, for the short commands, an immediate exit."""
+def run(argv: list[str] | None = None, head_start: HeadStart | None = None) -> None:
+    """The ``dscan`` console command: ``main``, then, for the short commands, an immediate exit. ``head_start``:
+    the inspection of the scanned folder's last images that ``entry.run`` started, for ``dscan scan``."""
     args = sys.argv[1:] if argv is None else argv
     _fill_closed_descriptors()
     try:
         try:
-            main.main(args=args, prog_name="dscan")
+            main.main(args=args, prog_name="dscan", obj=head_start)
         except Exception as exc:  # a bug: never exit status 1, which says the dataset has findings
             raise _crashed(exc) from exc
     except SystemExit as exc:

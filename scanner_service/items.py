@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from .location import Location
+
+if TYPE_CHECKING:
+    from .imaging.verdict import Verdict
 
 Locate = Callable[[int], Location]
 
@@ -119,6 +122,8 @@ class EncodedImage:
     extension the content must match ('' when there is none, as for LMDB values); ``label`` its class (a
     class name where a record stores one instead of a class id);
     ``split`` the split folder (``train``, ``val`` ...) of an image folder with splits.
+    ``verdict`` and ``digest``: the image's verdict and the xxh3 digest of its bytes, when a head start found
+    them before the scan (``data`` is then empty: the file is not read again).
     """
 
     kind: ClassVar[str] = "image"
@@ -129,3 +134,5 @@ class EncodedImage:
     split: str | None = None
     items: int = 1
     nbytes: int = 0
+    verdict: Verdict | None = None
+    digest: str | None = None

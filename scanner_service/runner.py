@@ -5,13 +5,18 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .config import ScanConfig
 from .engine import plan_source, scan_shard
+from .head_start import HeadStart
 from .partial import Partial, merge
 from .report import Report, build_report
 from .sources import open_source
+from .sources.base import Plan
+
+if TYPE_CHECKING:
+    from .pool import ShardPool
 
 MERGE_EVERY = 8
 """Partials held before they are merged into one."""
@@ -27,19 +32,11 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def scan(
-    path: str | Path,
-    config: ScanConfig | None = None,
-    workers: int | None = None,
-    progress: ProgressSink | None = None,
-    kind: str | None = None,
-) -> Report:
-    """Scan the dataset at ``path``. ``workers=0`` runs in this process (no crash isolation)."""
-    config = config or ScanConfig()
-    started = time.perf_counter()
-    source = open_source(Path(path), config, kind)
-    target = os.fspath(Path(path).absolute())  # (``source.path`` is for showing: a name that is no UTF-8 is escaped)
-    n = default_workers() if workers is None else workers
+def _plan(
+    path: Path, target: str, config: ScanConfig, kind: str | None, n: int, head_start: HeadStart | None
+) -> tuple[Plan, ShardPool | None]:
+    """Detect and plan the dataset; for a format whose readers may start early, one started meanwhile."""
+    source = open_source(path, config, kind)
     pool = None
     if n > 0 and source.early_readers:  # one reader starts now and imports its decoders while the plan is made
         from .pool import ShardPool
@@ -48,10 +45,35 @@ def scan(
         pool.start(1)
     try:
         planned = plan_source(source, config)
+        if head_start is not None:
+            source.adopt(planned.shards, head_start)
     except BaseException:
         if pool is not None:
             pool.close(kill=True)
         raise
+    return planned, pool
+
+
+def scan(
+    path: str | Path,
+    config: ScanConfig | None = None,
+    workers: int | None = None,
+    progress: ProgressSink | None = None,
+    kind: str | None = None,
+    head_start: HeadStart | None = None,
+) -> Report:
+    """Scan the dataset at ``path``. ``workers=0`` runs in this process (no crash isolation). ``head_start``:
+    verdicts on some of the folder's images, found while the caller started (``scanner_service.head_start``);
+    stopped here, whatever the dataset turns out to be."""
+    config = config or ScanConfig()
+    started = time.perf_counter()
+    target = os.fspath(Path(path).absolute())  # (``source.path`` is for showing: a name that is no UTF-8 is escaped)
+    n = default_workers() if workers is None else workers
+    try:
+        planned, pool = _plan(Path(path), target, config, kind, n, head_start)
+    finally:
+        if head_start is not None:
+            head_start.stop()
     info = planned.source
     partials: list[Partial] = [planned.partial]
     advance = progress.advance if progress else None

@@ -49,7 +49,7 @@ SHOWN = 5
 def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
     if verdict.format is None or verdict.empty:
         return
-    digest = xxhash.xxh3_64_hexdigest(item.data)
+    digest = item.digest or xxhash.xxh3_64_hexdigest(item.data)
     key = digest if item.split is None else f"{digest}@{item.split}"  # no per-file copy of the location
     if item.label is not None:
         key += f":{item.label}"

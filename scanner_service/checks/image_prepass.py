@@ -21,7 +21,7 @@ def detail(item: EncodedImage, text: str) -> Location:
 
 
 def inspect_item(item: EncodedImage, ctx: ScanContext) -> Verdict:
-    verdict = inspect_image(item.data, item.name, ctx.config.max_pixels)
+    verdict = item.verdict or inspect_image(item.data, item.name, ctx.config.max_pixels)
     entry = decoder_entry(verdict)
     if entry is not None and entry[0] not in ctx.partial.info:
         ctx.partial.info[entry[0]] = entry[1]

@@ -25,6 +25,8 @@ from .walk import Outside, fence
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..head_start import HeadStart
+
 
 class Rows:
     """``rows`` and ``row_bytes`` of an array known by its ``shape`` and ``dtype`` (a 0-d array is one row): the
@@ -112,6 +114,11 @@ class Source(ABC):
     def warm_up(cls) -> None:
         """Import what reading needs, in a reader process started early (``early_readers``): done while the
         plan is made instead of on the first shard. Nothing by default."""
+        return None
+
+    def adopt(self, shards: list[Shard], head_start: HeadStart) -> None:
+        """Hand the verdicts of a head start to the shards that read those files (image folders); by default,
+        nothing to take."""
         return None
 
     @property

@@ -47,8 +47,10 @@ from typing import Any
 import numpy as np
 
 from ..forked import stalled
+from ..head_start import HeadStart, unchanged
 from ..imaging import warm_up_decoders
 from ..imaging.sniff import IMAGE_EXTENSIONS, JUNK_NAMES, NON_IMAGE_EXTENSIONS, damaged_png_signature, sniff
+from ..imaging.verdict import Verdict
 from ..items import EncodedImage, LabelBlock, ReadFailure
 from ..location import Location
 from ..partial import LabelTally, Partial
@@ -60,6 +62,8 @@ TARGET_SHARDS = 32
 """Aim for at least this many shards, so that workers stay busy to the end."""
 MIN_SHARD_BYTES = 1 << 20
 MAX_SHARD_FILES = 2048
+PER_FILE = ("paths", "sizes", "lines", "labels", "inspected")
+"""The lists of a shard's spec that hold one entry per file, in order."""
 SPLIT_WAYS = 16
 """A shard that keeps killing its reader is split into this many parts, down to single files."""
 WHOLE_FILE_LIMIT = 64 << 20
@@ -243,9 +247,7 @@ class ImageFilesSource(Source):
         pieces = []
         for a in range(0, n, step):
             b = min(n, a + step)
-            part: dict[str, Any] = {
-                key: value[a:b] for key, value in spec.items() if key in ("paths", "sizes", "lines", "labels")
-            }
+            part: dict[str, Any] = {key: value[a:b] for key, value in spec.items() if key in PER_FILE}
             part.update(file=spec["paths"][a], start=spec["start"] + a)
             part.update({key: spec[key] for key in ("stream", "split") if key in spec})
             pieces.append(Shard(id=shard.id, items=b - a, bytes=sum(part["sizes"]), spec=part))
@@ -271,6 +273,7 @@ class ImageFilesSource(Source):
         sizes: list[int] = spec["sizes"]
         lines: list[int | None] = spec.get("lines") or [None] * len(paths)
         labels: list[Any] | None = spec.get("labels")
+        inspected: list[Any] | None = spec.get("inspected")
         if labels is not None:
             yield self._label_block(spec, paths, lines, labels)
         root = self.data_root()
@@ -282,19 +285,24 @@ class ImageFilesSource(Source):
             if refused is not None:
                 yield ReadFailure("S001", where.model_copy(update={"detail": refused}), items=1)
                 continue
-            try:
-                with open(full, "rb", buffering=0) as fh:
-                    data = fh.read(HEAD_BYTES) if sizes[i] > WHOLE_FILE_LIMIT else fh.read()
-                    if len(data) == HEAD_BYTES and sniff(data) is not None:
-                        data += fh.read()  # a big image: read it all; big non-images stay a head
-            except FileNotFoundError:
-                gone = where.model_copy(update={"detail": "the file no longer exists"})
-                yield ReadFailure("S004", gone, items=1)
-                continue
-            except OSError as exc:
-                detail = exc.strerror or str(exc)
-                yield ReadFailure("S001", where.model_copy(update={"detail": detail}), items=1)
-                continue
+            found = inspected[i] if inspected is not None else None
+            verdict = digest = None
+            if found is not None and unchanged(full, found[0]):  # inspected by the head start: not read again
+                data, digest, verdict = b"", found[1], Verdict(**found[2])
+            else:
+                try:
+                    with open(full, "rb", buffering=0) as fh:
+                        data = fh.read(HEAD_BYTES) if sizes[i] > WHOLE_FILE_LIMIT else fh.read()
+                        if len(data) == HEAD_BYTES and sniff(data) is not None:
+                            data += fh.read()  # a big image: read it all; big non-images stay a head
+                except FileNotFoundError:
+                    gone = where.model_copy(update={"detail": "the file no longer exists"})
+                    yield ReadFailure("S004", gone, items=1)
+                    continue
+                except OSError as exc:
+                    detail = exc.strerror or str(exc)
+                    yield ReadFailure("S001", where.model_copy(update={"detail": detail}), items=1)
+                    continue
             label = labels[i] if labels is not None else None
             yield EncodedImage(
                 data=data,
@@ -304,7 +312,18 @@ class ImageFilesSource(Source):
                 split=spec.get("split"),
                 items=1,
                 nbytes=max(len(data), sizes[i]),
+                verdict=verdict,
+                digest=digest,
             )
+
+    def adopt(self, shards: list[Shard], head_start: HeadStart) -> None:
+        found = head_start.collect(self.data_root(), self.config.max_pixels)
+        if not found:
+            return
+        for shard in shards:
+            taken = [found.get(rel) for rel in shard.spec["paths"]]
+            if any(x is not None for x in taken):
+                shard.spec["inspected"] = taken
 
     def _label_block(
         self, spec: dict[str, Any], paths: list[str], lines: list[int | None], labels: list[Any]

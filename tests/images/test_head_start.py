@@ -1,0 +1,194 @@
+"""The head start of ``dscan scan FOLDER``: which command lines get one, what its process inspects, and that
+the scan takes its verdicts only for unchanged files judged as the scan judges them (the report is the same
+with and without it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+import numpy as np
+import pytest
+import xxhash
+from imagetools import jpeg, png
+
+from scanner_service import DscanError, ScanConfig, scan
+from scanner_service.cli import scan_command
+from scanner_service.head_start import (
+    LENGTH,
+    SCAN_VALUE_OPTIONS,
+    HeadStart,
+    inspect_tail,
+    launch,
+    read_records,
+    scan_folder,
+    walk_back,
+)
+from scanner_service.imaging import inspect_image
+
+DSCAN = Path(sys.executable).with_name("dscan")
+
+
+def test_scan_folder_reads_the_path_of_a_scan_command_line(tmp_path: Path) -> None:
+    d = str(tmp_path)
+    assert scan_folder(["scan", d]) == d
+    assert scan_folder(["scan", "-j", "2", d, "--format", "json"]) == d
+    assert scan_folder(["scan", "-j2", "--max-pixels=100", d]) == d
+    assert scan_folder(["scan", "--", d]) == d
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["scan"],  # the demo
+        ["demo", "{d}"],
+        ["scan", "{d}/a.jpg"],  # a file, not a folder
+        ["scan", "--help", "{d}"],
+        ["scan", "--no-such-option", "{d}"],
+        ["scan", "-j", "{d}"],  # the folder is the option's value: no PATH
+        ["scan", "{d}", "{d}"],
+        ["scan", " "],
+        ["scan", "{d}", "-j"],
+    ],
+)
+def test_scan_folder_refuses_what_it_cannot_read_for_sure(tmp_path: Path, args: list[str]) -> None:
+    (tmp_path / "a.jpg").write_bytes(b"x")
+    assert scan_folder([a.format(d=tmp_path) for a in args]) is None
+
+
+def test_value_options_are_the_scan_commands_options() -> None:
+    options = [p for p in scan_command.params if isinstance(p, click.Option)]
+    assert all(not p.is_flag and p.nargs == 1 for p in options)  # each takes one value
+    assert {name for p in options for name in p.opts} == SCAN_VALUE_OPTIONS
+
+
+def test_read_records_stops_at_a_record_cut_short() -> None:
+    records = [(f"{i}.jpg", (1, i, 2, 3, 4), f"{i:016x}", {"format": "jpeg"}) for i in range(3)]
+    frames = [pickle.dumps(r) for r in records]
+    data = b"".join(len(f).to_bytes(LENGTH, "little") + f for f in frames)
+    assert [rel for rel, _ in read_records(data)] == ["0.jpg", "1.jpg", "2.jpg"]
+    whole_two = LENGTH * 2 + len(frames[0]) + len(frames[1])
+    for cut in (whole_two, whole_two + 1, whole_two + LENGTH + len(frames[2]) - 1):
+        assert [rel for rel, _ in read_records(data[:cut])] == ["0.jpg", "1.jpg"]
+    assert list(read_records(data[:2])) == []
+
+
+@pytest.fixture
+def folder(tmp_path: Path, write: Callable[[str, bytes], Path], rng: np.random.Generator) -> Path:
+    for i in range(4):
+        write(f"data/cat/{i}.jpg", jpeg(rng))
+        write(f"data/dog/{i}.png", png(rng))
+    whole = jpeg(rng)
+    write("data/dog/cut.jpg", whole[: len(whole) // 2])
+    write("data/dog/copy.jpg", (tmp_path / "data/cat/0.jpg").read_bytes())  # a duplicate across classes
+    write("data/dog/page.jpg", b"<html>not found</html>")
+    write("data/dog/.hidden.jpg", jpeg(rng))
+    write("data/dog/notes.txt", b"text")
+    os.symlink(tmp_path / "data/cat/1.jpg", tmp_path / "data/dog/link.jpg")
+    return tmp_path / "data"
+
+
+def finished(folder: Path) -> HeadStart:
+    started = launch(str(folder))
+    assert started is not None
+    assert started.join(timeout=60), "the head start did not finish its walk"
+    return started
+
+
+def test_the_process_inspects_the_image_files_as_the_scan_would(folder: Path) -> None:
+    found = finished(folder).collect(str(folder), ScanConfig().max_pixels)
+    expected = {p.relative_to(folder).as_posix() for p in folder.rglob("*.jpg") if not p.is_symlink()}
+    expected |= {p.relative_to(folder).as_posix() for p in folder.rglob("*.png")}
+    assert set(found) == expected - {"dog/.hidden.jpg"}  # no hidden file, no link, no .txt
+    for rel, (identity, digest, fields) in found.items():
+        data = (folder / rel).read_bytes()
+        assert digest == xxhash.xxh3_64_hexdigest(data)
+        assert fields == dataclasses.asdict(inspect_image(data, os.path.basename(rel)))
+        assert identity[2] == len(data)
+    assert found["dog/cut.jpg"][2]["error"]  # a verdict like any other: the damage is in it
+
+
+def test_walk_back_goes_from_the_end(folder: Path) -> None:
+    order = [rel for _, rel in walk_back(str(folder))]
+    assert order[0] == "dog/page.jpg" and order[-1] == "cat/0.jpg"
+    assert order == sorted(order, reverse=True)
+
+
+def findings(report: object) -> dict[str, list[tuple[str, str]]]:
+    data = json.loads(report.model_dump_json())  # type: ignore[attr-defined]
+    return {f["code"]: [(loc["path"], loc["detail"]) for loc in f["locations"]] for f in data["findings"]}
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_the_report_is_the_same_with_a_head_start(folder: Path, workers: int) -> None:
+    without = scan(folder, ScanConfig(), workers=workers)
+    head = finished(folder)
+    with_it = scan(folder, ScanConfig(), workers=workers, head_start=head)
+    assert head.records == -1  # collected and let go
+    assert findings(with_it) == findings(without)
+    assert with_it.summary.items_scanned == without.summary.items_scanned
+    assert with_it.info == without.info
+    assert {"I003", "I002", "I013"} <= set(findings(with_it))
+
+
+def test_a_file_changed_after_the_head_start_is_read_again(folder: Path) -> None:
+    head = finished(folder)
+    time.sleep(0.01)  # (a new modification time, even on a coarse clock)
+    (folder / "cat/2.jpg").write_bytes(b"<html>gone</html>")
+    report = scan(folder, ScanConfig(), workers=0, head_start=head)
+    assert "cat/2.jpg" in [path for path, _ in findings(report)["I002"]]  # not an image any more
+
+
+def test_another_pixel_limit_takes_no_verdict(folder: Path) -> None:
+    head = finished(folder)
+    assert head.collect(str(folder), 100) == {}
+    assert head.records == -1
+    report = scan(folder, ScanConfig(max_pixels=100), workers=0, head_start=finished(folder))
+    assert "I007" in findings(report)  # every image is a bomb under this limit: judged by the scan itself
+
+
+def test_another_folder_takes_no_verdict(folder: Path, tmp_path: Path) -> None:
+    assert finished(folder).collect(str(tmp_path), ScanConfig().max_pixels) == {}
+
+
+def test_the_walk_ends_when_the_command_has_ended(folder: Path) -> None:
+    """The process checks before each file that its parent (the command) is still there."""
+    for parent, expected in ((os.getppid(), 11), (os.getppid() + 1, 0)):
+        records = os.memfd_create("test")
+        try:
+            inspect_tail(str(folder), records, parent)  # (in this process: its parent stands for the command's)
+            os.lseek(records, 0, os.SEEK_SET)
+            assert len(list(read_records(os.read(records, 1 << 20)))) == expected
+        finally:
+            os.close(records)
+
+
+@pytest.mark.slow
+def test_dscan_scan_with_its_head_start_reports_as_without(folder: Path) -> None:
+    """The console command (which starts the head start) against the command run without one."""
+    assert DSCAN.exists()
+    started = subprocess.run([str(DSCAN), "scan", str(folder), "--format", "json", "-j1"], capture_output=True)
+    plain = subprocess.run(
+        [sys.executable, "-m", "scanner_service.cli", "scan", str(folder), "--format", "json", "-j1"],
+        capture_output=True,
+    )
+    assert started.returncode == plain.returncode == 1, started.stderr
+    a, b = json.loads(started.stdout), json.loads(plain.stdout)
+    assert a["findings"] == b["findings"] and a["info"] == b["info"]
+
+
+def test_a_head_start_is_stopped_when_the_path_is_no_dataset(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("no images here")
+    head = launch(str(tmp_path))
+    assert head is not None
+    with pytest.raises(DscanError):
+        scan(tmp_path, ScanConfig(), workers=0, head_start=head)
+    assert head.ended and head.records == -1

@@ -239,9 +239,14 @@ def emit(report: Report, fmt: str, output: Path | None) -> None:
         _echo(terminal_report(report))
 
 
+def prepare_text() -> None:
+    """Import the text renderer (rich: 25-60 ms), done while a scan's workers read."""
+    from .render import text  # noqa: F401
+
+
 def terminal_report(report: Report) -> str:
     """The text report, coloured on a terminal unless NO_COLOR is set (https://no-color.org); rich is
-    imported only here."""
+    imported only here (or in ``prepare_text``)."""
     import shutil
 
     from .render import text as text_render

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -61,10 +62,12 @@ def scan(
     progress: ProgressSink | None = None,
     kind: str | None = None,
     head_start: HeadStart | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Report:
     """Scan the dataset at ``path``. ``workers=0`` runs in this process (no crash isolation). ``head_start``:
     verdicts on some of the folder's images, found while the caller started (``scanner_service.head_start``);
-    stopped here, whatever the dataset turns out to be."""
+    stopped here, whatever the dataset turns out to be. ``meanwhile``: the caller's own work for the end (the
+    CLI imports its text renderer), called once the readers are busy (when the first shard's result comes)."""
     config = config or ScanConfig()
     started = time.perf_counter()
     target = os.fspath(Path(path).absolute())  # (``source.path`` is for showing: a name that is no UTF-8 is escaped)
@@ -93,6 +96,9 @@ def scan(
         else pool.run(planned.shards, advance)
     )
     for part in done:  # folded in as they come: memory does not grow with the number of shards
+        if meanwhile is not None:  # (each worker has a shard to read, and the next one sent ahead)
+            meanwhile()
+            meanwhile = None
         partials.append(part)
         if len(partials) >= MERGE_EVERY:
             partials = [merge(partials)]

@@ -1,11 +1,12 @@
 """The head start of ``dscan scan FOLDER``: which command lines get one, what its process inspects, and that
 the scan takes its verdicts only for unchanged files judged as the scan judges them (the report is the same
-with and without it)."""
+with and without it); and the work the command does while the readers read (``meanwhile``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import os
 import pickle
 import subprocess
@@ -192,3 +193,9 @@ def test_a_head_start_is_stopped_when_the_path_is_no_dataset(tmp_path: Path) -> 
     with pytest.raises(DscanError):
         scan(tmp_path, ScanConfig(), workers=0, head_start=head)
     assert head.ended and head.records == -1
+
+
+def test_meanwhile_runs_once_while_the_readers_read(folder: Path) -> None:
+    calls: list[int] = []
+    scan(folder, ScanConfig(), workers=1, meanwhile=lambda: calls.append(len(multiprocessing.active_children())))
+    assert calls == [1]  # once, with the reader still there

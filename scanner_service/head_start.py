@@ -5,15 +5,15 @@ the machine's other cores idle. ``start`` (called by ``entry.run`` before those 
 imports the image judges alone (numpy, simplejpeg, ISA-L), walks the folder from its end and inspects its
 image files one by one, appending each verdict to an anonymous in-memory file. Once the scan has made its
 plan, ``collect`` kills that process (a file it was inspecting is simply not counted) and reads what it
-wrote; the scan's readers take those verdicts (``ImageFilesSource.adopt``) instead of inspecting the files
-again, and read every other file as usual.
+wrote; the shards that hold those files carry their verdicts (``ImageFilesSource.adopt``).
 
-A verdict is taken only for the same file, unchanged, judged as the scan would judge it: its device, inode,
-size, modification and change times are those the head start saw (compared again when a reader reaches it),
-the folder is the one the scan plans, and the pixel limit is the scan's. So the head start changes no report;
-it moves part of the reading to a core that would idle. It starts on Linux with two or more cores, for
-``dscan scan FOLDER`` only; its process ends when it has walked the folder or noticed that the command has
-ended, and reads no file outside the folder (no links are followed, hidden files and folders are left out).
+A verdict is taken only for the same bytes judged as the scan would judge them: the reader still reads the
+file, and takes the verdict when the file's digest (xxh3-64, which duplicate-image needs anyway) is the one
+the head start judged, in the folder the scan plans, under the scan's pixel limit; otherwise it inspects the
+file itself. So the head start changes no report; it moves the decoding of some files to a core that would
+idle. It starts on Linux with two or more cores, for ``dscan scan FOLDER`` only; its process ends when it has
+walked the folder or noticed that the command has ended, and reads no file outside the folder (no links are
+followed; hidden files and folders are left out).
 """
 
 from __future__ import annotations
@@ -42,10 +42,8 @@ MAX_RECORDS = 20_000
 LENGTH = 4
 """Bytes of the length before each record."""
 
-Identity = tuple[int, int, int, int, int]
-"""(device, inode, size, modification time, change time) of a file, in nanoseconds."""
-Inspected = tuple[Identity, str, dict[str, Any]]
-"""What the head start found for one file: its identity, the xxh3 digest of its bytes, its verdict's fields."""
+Inspected = tuple[str, dict[str, Any]]
+"""What the head start found for one file: the xxh3-64 digest of its bytes (hex), and its verdict's fields."""
 
 
 def scan_folder(argv: Sequence[str]) -> str | None:
@@ -72,18 +70,6 @@ def scan_folder(argv: Sequence[str]) -> str | None:
     if len(paths) != 1 or not paths[0].strip():
         return None
     return paths[0] if os.path.isdir(paths[0]) else None
-
-
-def _identity(st: os.stat_result) -> Identity:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def unchanged(path: str, identity: Sequence[int]) -> bool:
-    """Whether the file at ``path`` is still the one the head start inspected."""
-    try:
-        return _identity(os.stat(path)) == tuple(identity)
-    except OSError:
-        return False
 
 
 class HeadStart:
@@ -157,8 +143,8 @@ def read_records(data: bytes) -> Iterator[tuple[str, Inspected]]:
         end = at + LENGTH + size
         if end > len(data):
             return
-        rel, identity, digest, fields = pickle.loads(data[at + LENGTH : end])
-        yield rel, (identity, digest, fields)
+        rel, digest, fields = pickle.loads(data[at + LENGTH : end])
+        yield rel, (digest, fields)
         at = end
 
 
@@ -239,33 +225,30 @@ def inspect_tail(folder: str, records: int, parent: int) -> None:
     for path, rel in walk_back(folder):
         if written >= MAX_RECORDS or os.getppid() != parent:  # (the command has ended)
             return
-        found = _read(path)
-        if found is None:
+        data = _read(path)
+        if data is None:
             continue
-        data, identity = found
         verdict = inspect_image(data, os.path.basename(path))
-        record = pickle.dumps((rel, identity, xxhash.xxh3_64_hexdigest(data), dataclasses.asdict(verdict)))
-        os.write(records, len(record).to_bytes(LENGTH, "little") + record)
+        record = pickle.dumps((rel, xxhash.xxh3_64_hexdigest(data), dataclasses.asdict(verdict)))
+        frame = len(record).to_bytes(LENGTH, "little") + record
+        if os.write(records, frame) != len(frame):  # (no memory left for it): what is written stands
+            return
         written += 1
 
 
-def _read(path: str) -> tuple[bytes, Identity] | None:
-    """A regular file's bytes and identity, if it is small enough and did not change while it was read."""
+def _read(path: str) -> bytes | None:
+    """A regular file's bytes, if it is no larger than ``MAX_FILE_BYTES``."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
     except OSError:
         return None
     try:
-        before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode) or before.st_size > MAX_FILE_BYTES:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
             return None
         with open(fd, "rb", buffering=0, closefd=False) as fh:
-            data = fh.read()
-        after = os.fstat(fd)
+            return fh.read()
     except OSError:
         return None
     finally:
         os.close(fd)
-    if _identity(before) != _identity(after) or len(data) != after.st_size:
-        return None
-    return data, _identity(after)

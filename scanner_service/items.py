@@ -122,8 +122,8 @@ class EncodedImage:
     extension the content must match ('' when there is none, as for LMDB values); ``label`` its class (a
     class name where a record stores one instead of a class id);
     ``split`` the split folder (``train``, ``val`` ...) of an image folder with splits.
-    ``verdict`` and ``digest``: the image's verdict and the xxh3 digest of its bytes, when a head start found
-    them before the scan (``data`` is then empty: the file is not read again).
+    ``verdict``: the image's verdict, when a head start judged these bytes before the scan; ``digest``: the
+    xxh3-64 digest of ``data`` (hex), when it was computed already.
     """
 
     kind: ClassVar[str] = "image"

@@ -45,9 +45,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from ..forked import stalled
-from ..head_start import HeadStart, unchanged
+from ..head_start import HeadStart
 from ..imaging import warm_up_decoders
 from ..imaging.sniff import IMAGE_EXTENSIONS, JUNK_NAMES, NON_IMAGE_EXTENSIONS, damaged_png_signature, sniff
 from ..imaging.verdict import Verdict
@@ -285,24 +286,24 @@ class ImageFilesSource(Source):
             if refused is not None:
                 yield ReadFailure("S001", where.model_copy(update={"detail": refused}), items=1)
                 continue
-            found = inspected[i] if inspected is not None else None
+            try:
+                with open(full, "rb", buffering=0) as fh:
+                    data = fh.read(HEAD_BYTES) if sizes[i] > WHOLE_FILE_LIMIT else fh.read()
+                    if len(data) == HEAD_BYTES and sniff(data) is not None:
+                        data += fh.read()  # a big image: read it all; big non-images stay a head
+            except FileNotFoundError:
+                gone = where.model_copy(update={"detail": "the file no longer exists"})
+                yield ReadFailure("S004", gone, items=1)
+                continue
+            except OSError as exc:
+                detail = exc.strerror or str(exc)
+                yield ReadFailure("S001", where.model_copy(update={"detail": detail}), items=1)
+                continue
             verdict = digest = None
-            if found is not None and unchanged(full, found[0]):  # inspected by the head start: not read again
-                data, digest, verdict = b"", found[1], Verdict(**found[2])
-            else:
-                try:
-                    with open(full, "rb", buffering=0) as fh:
-                        data = fh.read(HEAD_BYTES) if sizes[i] > WHOLE_FILE_LIMIT else fh.read()
-                        if len(data) == HEAD_BYTES and sniff(data) is not None:
-                            data += fh.read()  # a big image: read it all; big non-images stay a head
-                except FileNotFoundError:
-                    gone = where.model_copy(update={"detail": "the file no longer exists"})
-                    yield ReadFailure("S004", gone, items=1)
-                    continue
-                except OSError as exc:
-                    detail = exc.strerror or str(exc)
-                    yield ReadFailure("S001", where.model_copy(update={"detail": detail}), items=1)
-                    continue
+            found = inspected[i] if inspected is not None else None
+            if found is not None:  # judged by the head start: its verdict stands for these very bytes
+                digest = xxhash.xxh3_64_hexdigest(data)
+                verdict = Verdict(**found[1]) if digest == found[0] else None
             label = labels[i] if labels is not None else None
             yield EncodedImage(
                 data=data,

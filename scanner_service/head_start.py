@@ -37,8 +37,9 @@ SCAN_VALUE_OPTIONS = frozenset(
 
 MAX_FILE_BYTES = 16 << 20
 """Larger files are left to the scan's readers (their inspection would rarely end before the plan)."""
-MAX_RECORDS = 20_000
-"""Verdicts kept at most (about 300 bytes each)."""
+MAX_RECORDS = 8_192
+"""Verdicts kept at most (about 300 bytes each as written, 1-2 KB as the parent's objects): bounded memory
+whatever the folder, where the start-up leaves time for a few hundred to a few thousand."""
 LENGTH = 4
 """Bytes of the length before each record."""
 

@@ -174,6 +174,9 @@ def launch(folder: str) -> HeadStart | None:
     pid = os.fork()
     if pid == 0:  # the head start's process: it never returns
         try:
+            from .forked import crashes_expected
+
+            crashes_expected()  # (a decoder that kills it costs what it had not written yet)
             _quiet()
             inspect_tail(folder, records, parent)
         finally:

@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import os
 import pickle
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import pytest
 import xxhash
 from imagetools import jpeg, png
 
-from scanner_service import DscanError, ScanConfig, scan
+from scanner_service import DscanError, ScanConfig, imaging, scan
 from scanner_service.cli import scan_command
 from scanner_service.head_start import (
     LENGTH,
@@ -210,3 +211,24 @@ def test_meanwhile_runs_once_while_the_readers_read(folder: Path) -> None:
     calls: list[int] = []
     scan(folder, ScanConfig(), workers=1, meanwhile=lambda: calls.append(len(multiprocessing.active_children())))
     assert calls == [1]  # once, with the reader still there
+
+
+def test_a_decoder_that_kills_the_head_start_costs_only_its_own_work(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, write: Callable[[str, bytes], Path], rng: np.random.Generator
+) -> None:
+    for name in ("a.jpg", "b.jpg", "killer.jpg", "y.jpg", "z.jpg"):
+        write(f"crash/{name}", jpeg(rng))
+    real = imaging.inspect_image
+
+    def crashing(data: bytes, name: str = "", max_pixels: int = imaging.DEFAULT_MAX_PIXELS) -> object:
+        if name.startswith("killer"):
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return real(data, name, max_pixels)
+
+    monkeypatch.setattr(imaging, "inspect_image", crashing)  # (the head start's process imports it from there)
+    head = launch(str(tmp_path / "crash"))
+    assert head is not None and head.join(timeout=60)
+    monkeypatch.setattr(imaging, "inspect_image", real)
+    assert set(head.collect(str(tmp_path / "crash"), ScanConfig().max_pixels)) == {"z.jpg", "y.jpg"}  # before it
+    report = scan(tmp_path / "crash", ScanConfig(), workers=1, head_start=finished(tmp_path / "crash"))
+    assert report.summary.items_scanned == 5 and report.summary.errors == 0

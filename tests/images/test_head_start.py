@@ -1,5 +1,5 @@
 """The head start of ``dscan scan FOLDER``: which command lines get one, what its process inspects, and that
-the scan takes its verdicts only for unchanged files judged as the scan judges them (the report is the same
+the scan takes its verdicts only for the very bytes it judged, as the scan judges them (the report is the same
 with and without it); and the work the command does while the readers read (``meanwhile``)."""
 
 from __future__ import annotations

@@ -341,7 +341,7 @@ def main() -> None:
     "--workers",
     "-j",
     type=click.IntRange(min=0),
-    help="reader processes; 0 reads in this process, without crash isolation [default: the machine's cores]",
+    help="reader processes; 0 reads in this process, without crash isolation [default: the CPUs it may use]",
 )
 def scan_command(path: str | None, fmt: str, output: Path | None, workers: int | None, **flags: Any) -> None:
     """Scan the dataset at PATH (HDF5 file, folder or list; NumPy .npy/.npz; images; LMDB). Without PATH: a
@@ -434,7 +434,7 @@ def _scan_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[s
 @main.command("demo")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--output", "-o", type=OutputPath(), help="write here")
-@click.option("--workers", "-j", type=click.IntRange(min=0), help="reader processes [default: the machine's cores]")
+@click.option("--workers", "-j", type=click.IntRange(min=0), help="reader processes [default: the CPUs it may use]")
 def demo_command(fmt: str, output: Path | None, workers: int | None) -> None:
     """Build a small dataset with seeded defects in a temporary folder and scan it."""
     run_demo(implied_format(fmt, output), output, workers, {})

@@ -26,6 +26,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .cpus import usable_cpus
+
 SCAN_VALUE_OPTIONS = frozenset(
     {
         "--format", "--output", "-o", "--fail-on", "--num-classes", "--batch-size", "--labels", "--select",
@@ -151,9 +153,9 @@ def read_records(data: bytes) -> Iterator[tuple[str, Inspected]]:
 
 def start(argv: Sequence[str]) -> HeadStart | None:
     """A head start for the command line ``argv`` (``sys.argv[1:]``) when it scans a folder, on Linux with two
-    or more cores and the standard streams open (the anonymous file must not take the place of one)."""
+    or more CPUs to use and the standard streams open (the anonymous file must not take the place of one)."""
     folder = scan_folder(argv)
-    if folder is None or not hasattr(os, "memfd_create") or len(os.sched_getaffinity(0)) < 2:
+    if folder is None or not hasattr(os, "memfd_create") or usable_cpus() < 2:
         return None
     try:
         for fd in (0, 1, 2):

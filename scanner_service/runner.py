@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from .config import ScanConfig
+from .cpus import usable_cpus
 from .engine import plan_source, scan_shard
 from .head_start import HeadStart
 from .partial import Partial, merge
@@ -30,7 +31,8 @@ class ProgressSink(Protocol):
 
 
 def default_workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """One reader per CPU this process may use (its affinity, capped by a container's CPU quota)."""
+    return usable_cpus()
 
 
 def _plan(

@@ -95,7 +95,7 @@ def register(main: click.Group) -> None:
     @main.command("serve")
     @click.option("--host", default="127.0.0.1", show_default=True, help="address the API listens on")
     @click.option("--port", default=8000, show_default=True, type=int)
-    @click.option("--workers", "-j", type=click.IntRange(min=1), help="worker processes [default: the machine's cores]")
+    @click.option("--workers", "-j", type=click.IntRange(min=1), help="worker processes [default: the CPUs it may use]")
     @click.option(
         "--data-root",
         "data_roots",

@@ -42,6 +42,9 @@ MAX_FILE_BYTES = 16 << 20
 MAX_RECORDS = 8_192
 """Verdicts kept at most (about 300 bytes each as written, 1-2 KB as the parent's objects): bounded memory
 whatever the folder, where the start-up leaves time for a few hundred to a few thousand."""
+MAX_ENTRIES = 65_536
+"""A folder holding more entries is left to the readers: sorting it would take the head start's time and
+memory (about 200 bytes an entry) for little."""
 LENGTH = 4
 """Bytes of the length before each record."""
 
@@ -197,14 +200,20 @@ def _quiet() -> None:
 
 def walk_back(folder: str, rel: str = "") -> Iterator[tuple[str, str]]:
     """(path, path relative to the top folder) of the image files below ``folder``, the last first in the
-    scan's (sorted) order. Hidden files and folders, links and names without an image extension are left out."""
+    scan's (sorted) order. Hidden files and folders, links, names without an image extension and folders of
+    more than ``MAX_ENTRIES`` entries are left out."""
     from .imaging.sniff import IMAGE_EXTENSIONS
 
+    entries: list[os.DirEntry[str]] = []
     try:
         with os.scandir(folder) as it:
-            entries = sorted(it, key=lambda e: e.name, reverse=True)
+            for entry in it:
+                entries.append(entry)
+                if len(entries) > MAX_ENTRIES:
+                    return
     except OSError:
         return
+    entries.sort(key=lambda e: e.name, reverse=True)
     for entry in entries:
         if entry.name.startswith("."):
             continue

@@ -21,7 +21,7 @@ import pytest
 import xxhash
 from imagetools import jpeg, png
 
-from scanner_service import DscanError, ScanConfig, imaging, scan
+from scanner_service import DscanError, ScanConfig, head_start, imaging, scan
 from scanner_service.cli import scan_command
 from scanner_service.head_start import (
     LENGTH,
@@ -232,3 +232,13 @@ def test_a_decoder_that_kills_the_head_start_costs_only_its_own_work(
     assert set(head.collect(str(tmp_path / "crash"), ScanConfig().max_pixels)) == {"z.jpg", "y.jpg"}  # before it
     report = scan(tmp_path / "crash", ScanConfig(), workers=1, head_start=finished(tmp_path / "crash"))
     assert report.summary.items_scanned == 5 and report.summary.errors == 0
+
+
+def test_a_folder_too_large_to_sort_is_left_to_the_readers(
+    monkeypatch: pytest.MonkeyPatch, folder: Path, write: Callable[[str, bytes], Path], rng: np.random.Generator
+) -> None:
+    monkeypatch.setattr(head_start, "MAX_ENTRIES", 12)  # the folders of the fixture hold at most 10 entries
+    for i in range(13):
+        write(f"data/many/{i}.jpg", jpeg(rng))
+    order = [rel for _, rel in walk_back(str(folder))]
+    assert order[0] == "dog/page.jpg" and not any(rel.startswith("many/") for rel in order)

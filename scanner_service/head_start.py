@@ -48,8 +48,9 @@ memory (about 200 bytes an entry) for little."""
 LENGTH = 4
 """Bytes of the length before each record."""
 
-Inspected = tuple[str, dict[str, Any]]
-"""What the head start found for one file: the xxh3-64 digest of its bytes (hex), and its verdict's fields."""
+Inspected = tuple[str, tuple[Any, ...]]
+"""What the head start found for one file: the xxh3-64 digest of its bytes (hex), and its verdict's field
+values (``Verdict.values``)."""
 
 
 def scan_folder(argv: Sequence[str]) -> str | None:
@@ -229,7 +230,6 @@ def walk_back(folder: str, rel: str = "") -> Iterator[tuple[str, str]]:
 def inspect_tail(folder: str, records: int, parent: int) -> None:
     """Inspect the image files below ``folder`` from the last, appending a record of each to the file
     ``records``, while the process ``parent`` (the command) is this one's parent."""
-    import dataclasses
     import pickle
 
     import xxhash
@@ -244,7 +244,7 @@ def inspect_tail(folder: str, records: int, parent: int) -> None:
         if data is None:
             continue
         verdict = inspect_image(data, os.path.basename(path))
-        record = pickle.dumps((rel, xxhash.xxh3_64_hexdigest(data), dataclasses.asdict(verdict)))
+        record = pickle.dumps((rel, xxhash.xxh3_64_hexdigest(data), verdict.values()))
         frame = len(record).to_bytes(LENGTH, "little") + record
         if os.write(records, frame) != len(frame):  # (no memory left for it): what is written stands
             return

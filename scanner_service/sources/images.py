@@ -303,7 +303,7 @@ class ImageFilesSource(Source):
             found = inspected[i] if inspected is not None else None
             if found is not None:  # judged by the head start: its verdict stands for these very bytes
                 digest = xxhash.xxh3_64_hexdigest(data)
-                verdict = Verdict(**found[1]) if digest == found[0] else None
+                verdict = Verdict(*found[1]) if digest == found[0] else None
             label = labels[i] if labels is not None else None
             yield EncodedImage(
                 data=data,

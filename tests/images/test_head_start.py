@@ -4,7 +4,6 @@ with and without it); and the work the command does while the readers read (``me
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import multiprocessing
 import os
@@ -34,6 +33,7 @@ from scanner_service.head_start import (
     walk_back,
 )
 from scanner_service.imaging import inspect_image
+from scanner_service.imaging.verdict import Verdict
 
 DSCAN = Path(sys.executable).with_name("dscan")
 
@@ -112,8 +112,8 @@ def test_the_process_inspects_the_image_files_as_the_scan_would(folder: Path) ->
     for rel, (digest, fields) in found.items():
         data = (folder / rel).read_bytes()
         assert digest == xxhash.xxh3_64_hexdigest(data)
-        assert fields == dataclasses.asdict(inspect_image(data, os.path.basename(rel)))
-    assert found["dog/cut.jpg"][1]["error"]  # a verdict like any other: the damage is in it
+        assert Verdict(*fields) == inspect_image(data, os.path.basename(rel))
+    assert Verdict(*found["dog/cut.jpg"][1]).error  # a verdict like any other: the damage is in it
 
 
 def test_walk_back_goes_from_the_end(folder: Path) -> None:

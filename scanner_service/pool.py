@@ -12,6 +12,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -41,7 +42,10 @@ worker is free first, so no worker idles at the end while another still has two.
 AHEAD_BYTES = 8 << 10
 """Only shards this small (pickled) are sent ahead: a worker reads its pipe between shards only, so a shard
 sent ahead must fit the socket's buffer (8 KB on macOS, 208 KB on Linux by default); otherwise the parent
-would wait for a whole shard to be read, and a worker sending a large result meanwhile would wait for it."""
+would wait for a whole shard to be read, and a worker sending a large result meanwhile would wait for it.
+Where the socket tells its send buffer (``ahead_bytes``), a quarter of it, up to ``AHEAD_BYTES_MAX``: the
+last shards of an image folder carry the head start's verdicts (10-12 KB for a hundred files)."""
+AHEAD_BYTES_MAX = 256 << 10
 CANCEL_POLL_S = 0.5
 """How often a cancellable run asks whether it was cancelled while its workers read."""
 
@@ -64,6 +68,16 @@ def _die_with_parent(parent: int) -> None:
         return
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(1)
+
+
+def ahead_bytes(conn: Connection) -> int:
+    """The largest shard (pickled) to send ahead on ``conn``: see ``AHEAD_BYTES``."""
+    try:
+        with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            buffer = sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    except OSError:  # (no socket: a pipe)
+        return AHEAD_BYTES
+    return max(AHEAD_BYTES, min(AHEAD_BYTES_MAX, buffer // 4))
 
 
 def _worker_main(conn: Connection, kind: str, path: str, config: ScanConfig, parent: int = 0) -> None:
@@ -152,12 +166,14 @@ class ShardPool:
             self.ctx = mp.get_context("forkserver")
             self.ctx.set_forkserver_preload(["scanner_service.pool"])
         self.workers: list[_Worker] = []
+        self.ahead_bytes = AHEAD_BYTES
 
     def start(self, count: int | None = None) -> None:
         """Start the worker processes now (before any thread starts, so they can be forked)."""
         want = self.size if count is None else max(1, min(self.size, count))
         while len(self.workers) < want:
             self.workers.append(self._spawn())
+        self.ahead_bytes = ahead_bytes(self.workers[0].conn)
 
     def _parent(self) -> int:
         """This process's id for forked workers to die with it; 0 for the fork server's (they see EOF)."""
@@ -211,7 +227,7 @@ class ShardPool:
                 self._send(w, queue.popleft())
         for w in self.workers:
             if 0 < len(w.tasks) <= AHEAD and len(queue) > len(self.workers):
-                if len(queue[0].payload()) > AHEAD_BYTES:
+                if len(queue[0].payload()) > self.ahead_bytes:
                     return
                 self._send(w, queue.popleft())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -41,9 +42,11 @@ def _plan(
     """Detect and plan the dataset; for a format whose readers may start early, one started meanwhile."""
     source = open_source(path, config, kind)
     pool = None
-    if n > 0 and source.early_readers:  # one reader starts now and imports its decoders while the plan is made
+    if n > 0 and source.early_readers:  # one reader starts now, while the plan is made
         from .pool import ShardPool
 
+        with contextlib.suppress(Exception):  # (a decoder that cannot be imported is reported by the scan)
+            source.warm_up()  # imported once, here, for every reader forked from this process
         pool = ShardPool(source.kind, target, config, n)
         pool.start(1)
     try:

@@ -6,6 +6,7 @@ import faulthandler
 import multiprocessing as mp
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,7 @@ class _Conn:
         self.sent.append(data)
 
 
-def _fed(shards: list[Shard], workers: int) -> list[int]:
+def _fed(shards: list[Shard], workers: int, ahead: int | None = None) -> list[int]:
     """How many shards each worker holds after the pool's first feed (workers with fake pipes)."""
     from collections import deque
 
@@ -134,6 +135,8 @@ def _fed(shards: list[Shard], workers: int) -> list[int]:
 
     pool = ShardPool("unused", "unused", ScanConfig(), workers)
     pool.workers = [_Worker(process=None, conn=_Conn()) for _ in range(workers)]  # type: ignore[arg-type]
+    if ahead is not None:
+        pool.ahead_bytes = ahead
     pool._feed(deque(_Task(s) for s in shards))
     return [len(w.tasks) for w in pool.workers]
 
@@ -145,6 +148,25 @@ def test_a_worker_gets_a_second_small_shard_while_enough_remain() -> None:
     paths = [f"{j:0100}" for j in range(100)]  # 10 KB pickled
     big = [Shard(id=i, items=1, spec={"paths": paths}) for i in range(10)]
     assert _fed(big, 2) == [1, 1]  # only what fits a pipe's buffer is sent ahead
+
+
+def test_a_socket_takes_shards_ahead_up_to_a_quarter_of_its_send_buffer() -> None:
+    """The head start's verdicts make an image folder's last shards 10-12 KB: where the socket between parent
+    and worker says how much it buffers, they are sent ahead too; a plain pipe keeps the portable 8 KB."""
+    from scanner_service.pool import AHEAD_BYTES, AHEAD_BYTES_MAX, ahead_bytes
+
+    parent, child = mp.get_context("fork").Pipe()
+    with socket.fromfd(parent.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        buffer = sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    limit = ahead_bytes(parent)
+    assert limit == max(AHEAD_BYTES, min(AHEAD_BYTES_MAX, buffer // 4))
+    reader, writer = mp.get_context("fork").Pipe(duplex=False)
+    assert ahead_bytes(writer) == AHEAD_BYTES
+    for conn in (parent, child, reader, writer):
+        conn.close()
+    paths = [f"{j:0100}" for j in range(100)]  # 10 KB pickled
+    big = [Shard(id=i, items=1, spec={"paths": paths}) for i in range(10)]
+    assert _fed(big, 2, ahead=limit) == ([2, 2] if limit > 11_000 else [1, 1])
 
 
 class SlowRecords(CrashingRecords):

@@ -32,9 +32,12 @@ import gc
 import os
 import signal
 import sys
-from typing import Any
 
 from .head_start import start as start_head_start
+
+TYPE_CHECKING = False  # (``typing`` is imported after the head start's fork: see ``head_start``)
+if TYPE_CHECKING:
+    from typing import Any
 
 GC_THRESHOLD = 10_000
 """Allocations between collections of the youngest generation (Python's default: 700)."""
@@ -52,9 +55,15 @@ ENVIRONMENT = {
 stands)."""
 
 
-def set_environment() -> None:
+def set_defaults() -> None:
+    """The ``ENVIRONMENT`` defaults, where the user set none."""
     for name, value in ENVIRONMENT.items():
         os.environ.setdefault(name, value)
+
+
+def set_environment() -> None:
+    """The defaults, and pydantic's plugin search left out when they turn every plugin off."""
+    set_defaults()
     from .pydantic_plugins import skip_search_when_disabled
 
     skip_search_when_disabled()
@@ -86,8 +95,9 @@ def run() -> None:
     previous = signal.signal(signal.SIGINT, on_sigint)
     sys.unraisablehook, sys.excepthook = quiet_interrupt, quiet_print
     try:
+        set_defaults()  # (the head start imports numpy: OPENBLAS_NUM_THREADS first)
+        head_start = start_head_start(sys.argv[1:])  # (forks: before any thread starts, and before typing)
         set_environment()
-        head_start = start_head_start(sys.argv[1:])  # (forks: before any thread starts)
         import numpy  # noqa: F401  (first: see above)
 
         from .cli import run as command

@@ -23,10 +23,17 @@ import os
 import signal
 import stat
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
 
 from .cpus import usable_cpus
+
+TYPE_CHECKING = False  # (this module runs before the command's imports: ``typing`` and what it imports cost 8 ms)
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any
+
+    Inspected = tuple[str, tuple[Any, ...]]
+    """What the head start found for one file: the xxh3-64 digest of its bytes (hex), and its verdict's field
+    values (``Verdict.values``)."""
 
 SCAN_VALUE_OPTIONS = frozenset(
     {
@@ -47,10 +54,6 @@ MAX_ENTRIES = 65_536
 memory (about 200 bytes an entry) for little."""
 LENGTH = 4
 """Bytes of the length before each record."""
-
-Inspected = tuple[str, tuple[Any, ...]]
-"""What the head start found for one file: the xxh3-64 digest of its bytes (hex), and its verdict's field
-values (``Verdict.values``)."""
 
 
 def scan_folder(argv: Sequence[str]) -> str | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -136,6 +135,8 @@ def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pi
 @functools.cache
 def _libjpeg_turbo_version() -> str:
     """The libjpeg-turbo version built into simplejpeg (it reports none; the library names itself)."""
+    from pathlib import Path  # (here: the head start imports this package before anything imports pathlib)
+
     import simplejpeg
 
     try:

@@ -198,6 +198,26 @@ def test_dscan_scan_with_its_head_start_reports_as_without(folder: Path) -> None
     assert a["findings"] == b["findings"] and a["info"] == b["info"]
 
 
+def test_the_head_start_forks_before_typing_and_with_the_environment_set(folder: Path) -> None:
+    """What runs before the fork is all the time the second core idles: the entry point imports neither
+    ``typing`` nor anything that does (8 ms), and the child sees the environment defaults (one OpenBLAS
+    thread: it imports numpy)."""
+    probe = (
+        "import os, sys\n"
+        "import scanner_service.entry as entry\n"
+        "from scanner_service import head_start\n"
+        "print('typing' in sys.modules)\n"
+        "entry.set_defaults()\n"
+        "started = head_start.launch(sys.argv[1])\n"
+        "print(started is not None and os.environ['OPENBLAS_NUM_THREADS'])\n"
+        "started.stop()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", probe, str(folder)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "1"]
+
+
 def test_a_head_start_is_stopped_when_the_path_is_no_dataset(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("no images here")
     head = launch(str(tmp_path))

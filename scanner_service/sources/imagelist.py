@@ -18,7 +18,6 @@ A ``.txt`` whose lines name HDF5 files is an HDF5 list (``hdf5list.py``), never 
 from __future__ import annotations
 
 import contextlib
-import csv
 import io
 import math
 import os
@@ -149,6 +148,8 @@ def _csv_records(
     lines in the path or label column, or to the end of the file (an unclosed quote: pandas refuses the file,
     a lenient reader takes the rest of the file for one cell), is reported at the line where it opens, and
     reading resumes on the next line, so the lines it swallowed are still read."""
+    import csv  # (here and in ``_csv_rows``: every scan imports this module to detect its format)
+
     while start < len(lines):
         reader = csv.reader(iter(lines[start:]), delimiter=delimiter)
         resume = None
@@ -491,6 +492,8 @@ class ImageListSource(ImageFilesSource):
         return rows
 
     def _csv_rows(self, partial: Partial) -> list[tuple[int, str, int | float | str | None]]:
+        import csv
+
         text = _decode(self.path.read_bytes())
         body = text.lstrip("\r\n")  # blank lines before the header, which pandas skips too
         after = next((ln for ln in body.split("\n", SNIFF_LINES) if ln.strip() and not ln.startswith("#")), "")

@@ -112,8 +112,10 @@ class Source(ABC):
 
     @classmethod
     def warm_up(cls) -> None:
-        """Import what reading needs, in a reader process started early (``early_readers``): done while the
-        plan is made instead of on the first shard. Nothing by default."""
+        """Import what reading needs, for a source whose readers start before the plan (``early_readers``):
+        the command calls it before it forks the first reader, which inherits the imports, as every later one
+        does; each reader calls it again when it starts (nothing left to do, but in a reader of the fork
+        server). Nothing by default."""
         return None
 
     def adopt(self, shards: list[Shard], head_start: HeadStart) -> None:

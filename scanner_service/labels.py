@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .config import MAX_CLASSES
 from .items import LabelBlock
 from .location import Location
 from .partial import FindingTally, LabelRun, LabelTally, OneHotTally, Partial, coalesce_runs
@@ -379,11 +380,33 @@ def is_classification(tally: LabelTally, num_classes: int | None) -> bool:
     return tally.nonint * 2 <= tally.total
 
 
+INFERRED_MIN_FILL = 0.5
+"""Share of 0..M (M the largest class id) that the ids present must fill for the labels to say K = M + 1 by
+themselves: a dense range with holes (a class a filter or a join dropped, labels that start at 1), not sparse
+ids (category numbers, a subset of a larger label space)."""
+
+
+def inferred_classes(tally: LabelTally) -> int | None:
+    """K = largest class id + 1, for class ids with no class count from anywhere else (``--num-classes``,
+    class folders, one-hot columns), when ids below the largest are missing and the ids present fill at least
+    ``INFERRED_MIN_FILL`` of 0..K-1; None otherwise (no hole, sparse ids, or no class ids)."""
+    if tally.onehot is not None or tally.classes or not tally.histogram:
+        return None
+    k = max(tally.histogram) + 1
+    present = sum(1 for n in tally.histogram.values() if n)
+    if k > MAX_CLASSES or present == k or present < INFERRED_MIN_FILL * k:
+        return None
+    return k
+
+
 def expected_classes(partial: Partial, stream: str, num_classes: int | None) -> list[str] | None:
-    """Class names 0..K-1 when K is known (flag, config or the source's class list), else None."""
+    """Class names 0..K-1 when K is known (flag, config, the source's class list, one-hot columns, or the
+    labels' own holes: ``inferred_classes``), else None."""
     tally = partial.labels[stream]
     if num_classes is None and tally.onehot is not None:
         num_classes = tally.onehot.width  # K columns, K classes
+    if num_classes is None:
+        num_classes = inferred_classes(tally)
     if num_classes is not None:  # the source's names where it has them (K may differ from its class count)
         return [tally.classes[i] if i < len(tally.classes) else str(i) for i in range(num_classes)]
     return list(tally.classes) if tally.classes else None

@@ -19,6 +19,7 @@ from .labels import (
     class_counts,
     expected_classes,
     imbalance_ratio,
+    inferred_classes,
     is_classification,
     onehot_mode,
     smallest_batch,
@@ -291,6 +292,25 @@ def _onehot_notes(partial: Partial, config: ScanConfig) -> dict[str, str]:
     return out
 
 
+INFERRED_NOTE = "labels.inferred "
+"""Prefix of the report ``info`` note, one per stream of class ids whose K the labels' own holes gave."""
+
+
+def _inferred_notes(partial: Partial, config: ScanConfig) -> dict[str, str]:
+    """Where the class count K came from the labels (``inferred_classes``): said, with how to set it."""
+    if config.num_classes is not None:
+        return {}
+    out = {}
+    for stream, tally in sorted(partial.labels.items()):
+        k = inferred_classes(tally) if is_classification(tally, None) else None
+        if k is not None:
+            out[INFERRED_NOTE + stream] = (
+                f"{k} classes (0..{k - 1}) taken from the largest label, as no --num-classes was given: the labels "
+                "skip some classes below it; --num-classes K sets the count"
+            )
+    return out
+
+
 NO_LABELS = "labels.none"
 """The report ``info`` note for label options (``--num-classes``, ``--batch-size``) given to a dataset without
 labels."""
@@ -323,6 +343,7 @@ def build_report(source: SourceInfo, merged: Partial, config: ScanConfig, durati
     passed = not any(fail_on.fails(f.severity) for f in findings)
     info = dict(final.info)
     info.update(_onehot_notes(final, config))
+    info.update(_inferred_notes(final, config))
     unused = [f"--{o}" for o, v in (("num-classes", config.num_classes), ("batch-size", config.batch_size)) if v]
     if unused and not final.labels:  # a gate that asked for label checks must not pass without a word
         info[NO_LABELS] = (

@@ -12,8 +12,9 @@ CHECK = Check(
     name="label-missing-class",
     severity=Severity.WARNING,
     summary=(
-        "Finds classes in 0..K-1 (K from --num-classes, the ImageFolder class list, or the columns of a one-hot "
-        "or multi-hot label array) with no sample."
+        "Finds classes in 0..K-1 (K from --num-classes, the ImageFolder class list, the columns of a one-hot "
+        "or multi-hot label array, or else the largest class id + 1 when the ids skip classes below it yet fill "
+        "at least half of that range) with no sample."
     ),
     why=(
         "A class without samples never receives a positive gradient: its logit only learns to be small. "

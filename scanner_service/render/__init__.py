@@ -41,7 +41,7 @@ NOTES = (
 )
 """Report ``info`` entries every human-readable format shows: what the scan left out, and how to read its
 indices, so that a pass is read right."""
-NOTE_PREFIXES = ("lmdb.bookkeeping ", "lmdb.named_database ", "labels.onehot ")
+NOTE_PREFIXES = ("lmdb.bookkeeping ", "lmdb.named_database ", "labels.onehot ", "labels.inferred ")
 """Report ``info`` entries, one per record, that are notes too."""
 
 

@@ -153,6 +153,45 @@ def test_missing_class_histogram_and_imbalance(tmp_path: Path, rng: np.random.Ge
     assert [loc.detail for loc in finding(many, "L003").locations] == ["class 2", *(f"class {c}" for c in range(4, 23))]
 
 
+def test_holes_below_the_largest_label_are_missing_classes_without_num_classes(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """With no class count from anywhere, labels 0..9 without class 7 (a class a filter dropped) say K = 10
+    by themselves: class 7 is missing, and a note says where K came from. Given, --num-classes decides."""
+    labels = np.array([c for c in range(10) if c != 7] * 20, np.int64)
+    rng.shuffle(labels)
+    path = write_h5(tmp_path / "d.h5", {"x": features(labels.size, rng), "label": labels})
+    report = run_scan(path)
+    assert [loc.detail for loc in finding(report, "L003").locations] == ["class 7"]
+    assert report.labels[0].num_classes == 10 and report.labels[0].missing == [7]
+    note = report.info["labels.inferred /label"]
+    assert note.startswith("10 classes (0..9) taken from the largest label, as no --num-classes was given")
+    given = run_scan(path, num_classes=12)
+    assert [loc.detail for loc in finding(given, "L003").locations] == ["class 7", "class 10", "class 11"]
+    assert not any(key.startswith("labels.inferred") for key in given.info)
+
+
+@pytest.mark.parametrize(
+    ("present", "missing"),
+    [
+        (range(1, 6), [0]),  # 1-based labels: a K-way loss gets label K, out of range
+        ((0, 1, 2, 3, 9), [4, 5, 6, 7, 8]),  # half of 0..9 present: still a range with holes
+        ((0, 5, 17), None),  # sparse ids (category numbers): no class count to infer
+        (range(10), None),  # no hole: nothing inferred, nothing missing
+    ],
+)
+def test_a_class_count_is_inferred_only_from_a_dense_range_with_holes(
+    tmp_path: Path, rng: np.random.Generator, present: range | tuple[int, ...], missing: list[int] | None
+) -> None:
+    labels = np.repeat(np.array(list(present), np.int64), 30)
+    path = write_h5(tmp_path / "d.h5", {"x": features(labels.size, rng), "label": labels})
+    report = run_scan(path)
+    found = finding(report, "L003")
+    assert ([int(loc.detail.split()[1]) for loc in found.locations] if found else None) == missing
+    assert report.labels[0].num_classes == (max(present) + 1 if missing else None)
+    assert ("labels.inferred /label" in report.info) == bool(missing)
+
+
 def brute_absent(total: int, in_class: int, batch: int) -> float:
     return math.comb(total - in_class, batch) / math.comb(total, batch)
 

@@ -250,6 +250,20 @@ def test_list_paths_relative_to_root(tmp_path: Path, write: Write, rng: np.rando
     assert report.summary.items_scanned == 2
 
 
+def test_a_list_whose_labels_skip_classes_reports_them_missing(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """Labels 0-3 and 9 in a list, no --num-classes: the classes between, 4-8, have no image."""
+    lines = []
+    for i, label in enumerate([0, 1, 2, 3, 9] * 2):
+        write(f"img/{i}.jpg", jpeg(rng))
+        lines.append(f"img/{i}.jpg {label}")
+    write("train.txt", "\n".join(lines).encode())
+    report = scan_dir(tmp_path / "train.txt")
+    assert _locs(report, "L003") == [("train.txt", None, f"class {c}") for c in range(4, 9)]
+    assert "labels.inferred train.txt" in report.info
+
+
 def test_unlabelled_list(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     write("a.jpg", jpeg(rng))
     write("b c.jpg", jpeg(rng))

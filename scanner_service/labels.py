@@ -393,7 +393,7 @@ def inferred_classes(tally: LabelTally) -> int | None:
     if tally.onehot is not None or tally.classes or not tally.histogram:
         return None
     k = max(tally.histogram) + 1
-    present = sum(1 for n in tally.histogram.values() if n)
+    present = len(tally.histogram)  # (ids with a sample: only those are counted)
     if k > MAX_CLASSES or present == k or present < INFERRED_MIN_FILL * k:
         return None
     return k

@@ -12,8 +12,10 @@ Every file is read once right before each timed run, so both sides read from the
 runs the baseline, ``-j1``, ``-j2`` and the baseline again; a round's ratios are to the mean of its two
 baselines, so that a machine whose speed drifts between runs (shared machines do, by a fifth within a minute)
 weighs on both sides alike. Prints images/s (medians over the rounds), the median and range of the rounds'
-ratios, and the share of the damaged files that dscan reports (as empty-file, not-an-image, corrupt-image or
-corrupt-image-data), which must be 100%. The machine is shared: quote ratios, not absolute figures.
+ratios, the CPU time each run takes in all its processes (and how busy that keeps two cores with ``-j2``:
+near 100% means only less work makes it faster), and the share of the damaged files that dscan reports (as
+empty-file, not-an-image, corrupt-image or corrupt-image-data), which must be 100%. The machine is shared:
+quote ratios, not absolute figures.
 
     python bench/bench_images.py                       # 2,000 JPEGs + 200 PNGs, 5 rounds
     python bench/bench_images.py --jpegs 300 --pngs 30 --repeat 1   # a quick look
@@ -25,6 +27,7 @@ import argparse
 import io
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -201,12 +204,24 @@ def dscan_command() -> list[str]:
     return [sys.executable, "-c", "from scanner_service.entry import run; run()"]
 
 
-def timed(cmd: list[str]) -> tuple[float, str]:
+CPU_S: dict[str, list[float]] = {}
+"""CPU seconds (user and system) of each timed run, by what ran: the process and every process it waited for."""
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: list[str], what: str = "") -> tuple[float, str]:
+    cpu = _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=ENV)
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr}")
+    if what:
+        CPU_S.setdefault(what, []).append(_children_cpu() - cpu)
     return elapsed, done.stdout
 
 
@@ -309,14 +324,14 @@ def main() -> None:
 
         def baseline() -> float:
             warm()
-            return timed([sys.executable, "-c", BASELINE, str(listing)])[0]
+            return timed([sys.executable, "-c", BASELINE, str(listing)], "baseline")[0]
 
         ratios: dict[str, list[float]] = {"-j1": [], "-j2": []}
         for _ in range(args.repeat):
             before = baseline()
             for jobs in ("-j1", "-j2"):
                 warm()
-                elapsed, last = timed([*dscan, jobs])
+                elapsed, last = timed([*dscan, jobs], jobs)
                 runs[jobs].append(elapsed)
             after = baseline()
             runs["baseline"] += [before, after]
@@ -351,6 +366,20 @@ def main() -> None:
                 f"dscan {jobs} {len(files) / (statistics.median(runs[jobs]) - start_dscan):,.0f} "
                 f"({(base - start_base) / (statistics.median(runs[jobs]) - start_dscan):.2f}x)"
                 for jobs in ("-j1", "-j2")
+            )
+        )
+        cpus = os.cpu_count() or 1
+        print(
+            "CPU per run (user and system, every process; medians): "
+            + ", ".join(
+                f"{what} {statistics.median(CPU_S[what]):.2f} s"
+                + (
+                    f" ({statistics.median(CPU_S[what]) / statistics.median(runs[what]) / min(cpus, 2) * 100:.0f}% "
+                    f"of {min(cpus, 2)} cores)"
+                    if what == "-j2"
+                    else ""
+                )
+                for what in ("baseline", "-j1", "-j2")
             )
         )
         inprocess(files)

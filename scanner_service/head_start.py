@@ -2,10 +2,11 @@
 
 Before the command reads a file it imports numpy, pydantic, click and its own modules: 0.2-0.5 s in which
 the machine's other cores idle. ``start`` (called by ``entry.run`` before those imports) forks a process that
-imports the image judges alone (numpy, simplejpeg, ISA-L), walks the folder from its end and inspects its
-image files one by one, appending each verdict to an anonymous in-memory file. Once the scan has made its
-plan, ``collect`` kills that process (a file it was inspecting is simply not counted) and reads what it
-wrote; the shards that hold those files carry their verdicts (``ImageFilesSource.adopt``).
+imports the image judges alone (ISA-L; numpy and simplejpeg at the first JPEG, or a PNG that needs numpy),
+walks the folder from its end and inspects its image files one by one, appending each verdict to an anonymous
+in-memory file. Once the scan has made its plan, ``collect`` kills that process (a file it was inspecting is
+simply not counted) and reads what it wrote; the shards that hold those files carry their verdicts
+(``ImageFilesSource.adopt``).
 
 A verdict is taken only for the same bytes judged as the scan would judge them: the reader still reads the
 file, and takes the verdict when the file's digest (xxh3-64, which duplicate-image needs anyway) is the one

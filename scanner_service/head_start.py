@@ -2,7 +2,7 @@
 
 Before the command reads a file it imports numpy, pydantic, click and its own modules: 0.2-0.5 s in which
 the machine's other cores idle. ``start`` (called by ``entry.run`` before those imports) forks a process that
-imports the image judges alone (ISA-L; numpy and simplejpeg at the first JPEG, or a PNG that needs numpy),
+imports the image judges alone (ISA-L; numpy and simplejpeg at the first JPEG, or another file that needs numpy),
 walks the folder from its end and inspects its image files one by one, appending each verdict to an anonymous
 in-memory file. Once the scan has made its plan, ``collect`` kills that process (a file it was inspecting is
 simply not counted) and reads what it wrote; the shards that hold those files carry their verdicts

@@ -10,9 +10,10 @@ index").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def first_beyond(indices: np.ndarray[Any, Any], entries: int) -> str | None:
@@ -20,6 +21,8 @@ def first_beyond(indices: np.ndarray[Any, Any], entries: int) -> str | None:
     pixel (rows from the top) of the (H, W) ``indices`` whose index is ``entries`` or more, else None."""
     if indices.size == 0 or int(indices.max()) < entries:
         return None
+    import numpy as np  # (here, as in the judges that call this: numpy only for the files that need it)
+
     out = np.flatnonzero(indices >= entries)
     row, column = divmod(int(out[0]), indices.shape[1])
     count = f"{out.size:,} pixels" if out.size > 1 else "1 pixel"
@@ -41,6 +44,8 @@ def decoded_beyond(im: Any) -> str | None:
     entries = len(colours) // 3
     if entries == 0 or entries >= 256:
         return None
+    import numpy as np
+
     indices = np.asarray(im)
     transparent = im.info.get("transparency")
     if isinstance(transparent, int) and transparent >= entries:

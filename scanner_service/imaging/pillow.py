@@ -17,9 +17,8 @@ import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from . import tiff_log
@@ -31,6 +30,9 @@ from .sniff import FORMAT_BY_PILLOW, PILLOW_FORMAT, trailing_kind
 from .tiff_log import TiffLog
 from .tiff_strips import deflate_damage, packbits_damage
 from .verdict import PAGES_NAMED, Verdict
+
+if TYPE_CHECKING:
+    import numpy as np
 
 UNUSUAL_MODES = {
     "CMYK": "CMYK (4 channels; loaders expecting RGB get wrong colours or 4 channels)",
@@ -145,6 +147,8 @@ def _constant(im: Image.Image) -> str | None:
     try:
         extrema = im.getextrema()
     except ValueError:  # a mode Pillow computes no extrema for (16-bit big-endian "I;16B"): the pixels say
+        import numpy as np  # (numpy only for the files that need it: see ``png.py``)
+
         pixels = np.asarray(im)
         if pixels.size == 0 or pixels.min() != pixels.max():
             return None
@@ -158,6 +162,8 @@ def _constant(im: Image.Image) -> str | None:
 
 def _float_frame(im: Image.Image, page: int, verdict: Verdict) -> None:
     """NaN and Inf pixels of one frame (``page``: its number, named where the file has more than one)."""
+    import numpy as np
+
     arr = np.asarray(im, dtype=np.float32)
     nan = int(np.isnan(arr).sum())
     inf = int(np.isinf(arr).sum())
@@ -363,6 +369,8 @@ def constant_value(data: Any) -> str | None:
 
 def palette_indices(data: Any) -> np.ndarray | None:
     """The palette indices of a palette image's first frame as Pillow decodes them (H, W), else None."""
+    import numpy as np
+
     with _own_limits(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

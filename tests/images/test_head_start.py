@@ -18,7 +18,8 @@ import click
 import numpy as np
 import pytest
 import xxhash
-from imagetools import jpeg, natural, png, png_bytes
+from imagetools import encode, jpeg, natural, png, png_bytes
+from PIL import Image
 
 from scanner_service import DscanError, ScanConfig, head_start, imaging, scan
 from scanner_service.cli import scan_command
@@ -230,19 +231,21 @@ print(len(found), sum(Verdict(*fields).error is not None for _, fields in found.
 """
 
 
-def test_the_head_start_judges_a_folder_of_pngs_without_numpy(tmp_path: Path, rng: np.random.Generator) -> None:
-    """numpy is what takes the head start's time to its first verdict (0.05-0.13 s to import): the PNG judge
-    imports it only for the files that need it (interlaced rows here), so a folder of PNGs is judged without it."""
-    folder = tmp_path / "pngs"
+def test_the_head_start_judges_pngs_and_pillows_formats_without_numpy(tmp_path: Path, rng: np.random.Generator) -> None:
+    """numpy is what takes the head start's time to its first verdict (0.05-0.13 s to import): the PNG and
+    Pillow judges import it only for the files that need it (interlaced rows here), so a folder of PNGs, WebP,
+    BMP or TIFF images is judged without it (a JPEG needs it: simplejpeg imports it)."""
+    folder = tmp_path / "imgs"
     folder.mkdir()
-    for i in range(3):
-        (folder / f"{i}.png").write_bytes(png(rng))
+    (folder / "0.png").write_bytes(png(rng))
+    for fmt in ("webp", "bmp", "tiff"):
+        (folder / f"1.{fmt}").write_bytes(encode(Image.fromarray(natural(rng)), fmt.upper()))
     probe = [sys.executable, "-c", NUMPY_PROBE, str(folder)]
     out = subprocess.run(probe, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["3", "0", "False"], out.stdout + out.stderr  # three verdicts, no error
-    (folder / "3.png").write_bytes(png_bytes(natural(rng), colour=2, interlace=True))
+    assert out.stdout.split() == ["4", "0", "False"], out.stdout + out.stderr  # four verdicts, no error
+    (folder / "2.png").write_bytes(png_bytes(natural(rng), colour=2, interlace=True))
     out = subprocess.run(probe, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["4", "0", "True"], out.stdout + out.stderr
+    assert out.stdout.split() == ["5", "0", "True"], out.stdout + out.stderr
 
 
 def test_a_head_start_is_stopped_when_the_path_is_no_dataset(tmp_path: Path) -> None:

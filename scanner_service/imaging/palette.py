@@ -21,7 +21,7 @@ def first_beyond(indices: np.ndarray[Any, Any], entries: int) -> str | None:
     pixel (rows from the top) of the (H, W) ``indices`` whose index is ``entries`` or more, else None."""
     if indices.size == 0 or int(indices.max()) < entries:
         return None
-    import numpy as np  # (here, as in the judges that call this: numpy only for the files that need it)
+    import numpy as np  # (here: numpy only for the files that need it; see png.py)
 
     out = np.flatnonzero(indices >= entries)
     row, column = divmod(int(out[0]), indices.shape[1])
@@ -44,7 +44,7 @@ def decoded_beyond(im: Any) -> str | None:
     entries = len(colours) // 3
     if entries == 0 or entries >= 256:
         return None
-    import numpy as np
+    import numpy as np  # (here: numpy only for the files that need it; see png.py)
 
     indices = np.asarray(im)
     transparent = im.info.get("transparency")

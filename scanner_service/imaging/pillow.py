@@ -147,7 +147,7 @@ def _constant(im: Image.Image) -> str | None:
     try:
         extrema = im.getextrema()
     except ValueError:  # a mode Pillow computes no extrema for (16-bit big-endian "I;16B"): the pixels say
-        import numpy as np  # (numpy only for the files that need it: see ``png.py``)
+        import numpy as np  # (here: numpy only for the files that need it; see png.py)
 
         pixels = np.asarray(im)
         if pixels.size == 0 or pixels.min() != pixels.max():
@@ -162,7 +162,7 @@ def _constant(im: Image.Image) -> str | None:
 
 def _float_frame(im: Image.Image, page: int, verdict: Verdict) -> None:
     """NaN and Inf pixels of one frame (``page``: its number, named where the file has more than one)."""
-    import numpy as np
+    import numpy as np  # (here: numpy only for the files that need it; see png.py)
 
     arr = np.asarray(im, dtype=np.float32)
     nan = int(np.isnan(arr).sum())
@@ -369,7 +369,7 @@ def constant_value(data: Any) -> str | None:
 
 def palette_indices(data: Any) -> np.ndarray | None:
     """The palette indices of a palette image's first frame as Pillow decodes them (H, W), else None."""
-    import numpy as np
+    import numpy as np  # (here: numpy only for the files that need it; see png.py)
 
     with _own_limits(), warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -1,18 +1,18 @@
 # Sourced by ./dscan and scripts/test: makes .venv with dscan and its dependencies installed.
-# Re-installs only when pyproject.toml changes. Needs python3 (3.11+) with venv.
+# Re-installs only when pyproject.toml changes. Needs Python 3.11+ with venv (scripts/choose-python picks it).
 set -euo pipefail
 DSCAN_HOME="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${DSCAN_VENV:-$DSCAN_HOME/.venv}"
 EXTRAS="${DSCAN_EXTRAS:-dev}"
-PY="${PYTHON:-python3}"
 
-if ! command -v "$PY" >/dev/null 2>&1; then
-  echo "dscan: python3 (3.11 or newer) is needed and was not found on PATH" >&2
-  exit 2
-fi
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "dscan: creating virtual environment in $VENV" >&2
-  "$PY" -m venv "$VENV"
+  PY="$("$DSCAN_HOME/scripts/choose-python")"  # ($PYTHON, or the system's optimised python3: see there)
+  echo "dscan: creating virtual environment in $VENV ($("$PY" -c 'import platform; print("Python", platform.python_version())') from $PY)" >&2
+  existed="$([ -e "$VENV" ] && echo yes || true)"
+  if ! "$PY" -m venv "$VENV"; then
+    [ -n "$existed" ] || rm -rf "$VENV"  # (half made: the next run starts over)
+    exit 2
+  fi
 fi
 stamp="$VENV/.dscan-installed"
 digest="$(sha256sum < "$DSCAN_HOME/pyproject.toml" | cut -d' ' -f1)"

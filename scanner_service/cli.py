@@ -27,7 +27,7 @@ from .config import file_note, load_config
 from .errors import DscanError, OutputError, SourceError, UsageError
 from .head_start import HeadStart
 from .render import FORMATS, render
-from .report import CHECK_FAMILIES, Report
+from .report import Report, no_check_applies
 from .runner import scan
 from .text import printable
 
@@ -387,12 +387,7 @@ def ran_some_check(report: Report) -> Report:
     file runs none: its pass would say nothing about the data, like a --select that --ignore empties."""
     if report.checks_run():
         return report
-    letters = CHECK_FAMILIES.get(report.source.kind, "")
-    kinds = f" (its checks: {', '.join(letters)})" if letters else ""
-    raise UsageError(
-        f"select and ignore leave no check that applies to this {report.source.kind} dataset{kinds}: "
-        "`dscan checks` lists them"
-    )
+    raise UsageError(no_check_applies(report.source.kind))
 
 
 def run_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[str, Any]) -> None:

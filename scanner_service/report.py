@@ -7,6 +7,7 @@ schema of ``Report`` is kept in ``scanner_service/schema/report.schema.json`` (`
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
@@ -121,6 +122,21 @@ CHECK_FAMILIES = {
 """The check families (code letters) that apply to each kind of dataset: an HDF5 scan runs no image check."""
 
 
+def applicable_checks(kind: str, select: Iterable[str], ignore: Iterable[str]) -> frozenset[str]:
+    """The codes that ``select`` and ``ignore`` enable and that apply to a ``kind`` dataset. None left means a
+    scan whose pass says nothing about the data (``--select I`` on an HDF5 file): a bad option, not a verdict."""
+    families = CHECK_FAMILIES.get(kind)
+    enabled = checks.enabled_codes(select, ignore)
+    return frozenset(code for code in enabled if families is None or code[0] in families)
+
+
+def no_check_applies(kind: str) -> str:
+    """The message for select and ignore that leave no check applying to a ``kind`` dataset."""
+    letters = CHECK_FAMILIES.get(kind, "")
+    families = f" (its checks: {', '.join(letters)})" if letters else ""
+    return f"select and ignore leave no check that applies to this {kind} dataset{families}: `dscan checks` lists them"
+
+
 class Report(BaseModel):
     schema_version: str = SCHEMA_VERSION
     tool: Tool = Field(default_factory=Tool)
@@ -139,10 +155,10 @@ class Report(BaseModel):
     def checks_run(self) -> frozenset[str]:
         """The codes of the checks that ran: enabled, and of a family that applies to the kind of dataset (or
         with a finding). None left means a pass that says nothing about the data."""
-        families = CHECK_FAMILIES.get(self.source.kind)
         found = {f.code for f in self.findings}
         enabled = checks.enabled_codes(self.config.select, self.config.ignore)
-        return frozenset(code for code in enabled if families is None or code[0] in families or code in found)
+        applicable = applicable_checks(self.source.kind, self.config.select, self.config.ignore)
+        return applicable | frozenset(code for code in enabled if code in found)
 
 
 def _round(x: float | None) -> float | None:

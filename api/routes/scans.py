@@ -15,7 +15,7 @@ from pydantic import AfterValidator
 from scanner_service import checks
 from scanner_service.errors import DscanError
 from scanner_service.render import MEDIA_TYPES, render
-from scanner_service.report import Report
+from scanner_service.report import Report, applicable_checks, no_check_applies
 from scanner_service.sources import detect_kind
 from scanner_service.sources.walk import fence
 from workers.store import JobRecord, JobStatus, TaskName
@@ -85,6 +85,8 @@ def create_scan(
         kind = detect_kind(target, fence(roots))  # a file or folder of no format dscan reads: said now
     except DscanError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+    if not applicable_checks(kind, config.select, config.ignore):  # its pass would say nothing: as `dscan scan`
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, no_check_applies(kind))
     if config.root is not None:
         # taken inside the first data root when relative, here and by the workers alike (never their folder)
         root = resolve_inside(config.root, settings.data_roots, what="root")

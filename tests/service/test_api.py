@@ -158,8 +158,20 @@ def test_links_out_of_the_roots_inside_a_dataset_are_not_followed(service: Servi
         ({"bogus_option": 1}, "bogus_option"),
         ({"select": ["X999"]}, "unknown check"),
         ({"callback_url": "not a url"}, "callback_url"),
+        ({"select": ["I"]}, "leave no check that applies to this hdf5 dataset (its checks: V, L, S)"),
+        ({"ignore": ["V", "L", "S"]}, "leave no check that applies to this hdf5 dataset"),
     ],
-    ids=["num-classes-0", "batch-size-text", "fail-on", "max-locations", "unknown-field", "unknown-check", "bad-url"],
+    ids=[
+        "num-classes-0",
+        "batch-size-text",
+        "fail-on",
+        "max-locations",
+        "unknown-field",
+        "unknown-check",
+        "bad-url",
+        "no-check-applies",
+        "all-applicable-ignored",
+    ],
 )
 def test_bad_options_are_422_with_a_message(service: Service, body: dict[str, Any], message: str) -> None:
     with service.client() as client:

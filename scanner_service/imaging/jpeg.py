@@ -56,10 +56,18 @@ further on must still be found."""
 WARNINGS = ("Corrupt JPEG data", "Premature end of JPEG file", "Inconsistent progression sequence")
 """libjpeg's warnings about damaged data (JWRN_*): a decoder that goes on past one returns wrong pixels."""
 
+REFUSED = ("Unsupported color conversion request",)
+"""libjpeg messages that refuse a file libjpeg could not be asked about (not damage): Pillow judges it."""
+
 LOSSLESS = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
 """Lossless frame types (SOF3 ...: DNG, medical images): there is no DCT to scale, and libjpeg-turbo's TurboJPEG
 interface, asked for a 1/8 image, writes the full-size image into the buffer it allocated for the small one (a
-heap overflow: the process crashes then or later). They are decoded at full size."""
+heap overflow: the process crashes then or later). They are decoded at full size, and in their own colour
+space: libjpeg-turbo converts no colours in a lossless frame (a gray decode of an RGB one is "Unsupported color
+conversion request", which would leave the judgement to Pillow, and Pillow reports no damage)."""
+
+LOSSLESS_SPACES = {3: "RGB", 4: "CMYK"}
+"""The colour space a lossless frame of so many components is decoded to (others: gray)."""
 
 SEQUENTIAL = frozenset({0xC0, 0xC1, 0xC5, 0xC9, 0xCD})
 """Frame types whose scans must read Ss=0, Se=63, Ah=Al=0 (libjpeg warns and ignores other values)."""
@@ -222,7 +230,14 @@ def end_of_image(data: Any, scan: int) -> int:
 def decode_thumbnail(data: Any) -> np.ndarray[Any, Any]:
     """The strict 1/8 gray decode of one JPEG stream (full size when lossless); raises ValueError with
     libjpeg's reason."""
-    return _decode(data, strict=True, full=parse_header(data).sof in LOSSLESS)
+    return _judging_decode(data, parse_header(data), strict=True)
+
+
+def _judging_decode(data: Any, head: JpegHeader, strict: bool) -> np.ndarray[Any, Any]:
+    """The decode that judges ``data``: 1/8 gray, or a lossless frame at full size in its colour space."""
+    if head.sof in LOSSLESS:
+        return _decode(data, strict, LOSSLESS_SPACES.get(head.components, "GRAY"), full=True)
+    return _decode(data, strict)
 
 
 def _decode(data: Any, strict: bool, colorspace: str = "GRAY", full: bool = False) -> np.ndarray[Any, Any]:
@@ -249,6 +264,16 @@ def _constant(data: Any, components: int) -> str | None:
     return str(values[0]) if len(values) == 1 else str(tuple(values))
 
 
+def _uniform(decoded: np.ndarray[Any, Any]) -> bool:
+    """Every pixel of a judging decode the same: a 1/8 gray thumbnail (1/64 of the image, one byte a pixel:
+    counting one byte value is the cheapest test), or a lossless frame in its colour space."""
+    pixels = decoded.tobytes()
+    step = decoded.shape[-1] if decoded.ndim == 3 else 1
+    if step == 1:
+        return pixels.count(pixels[:1]) == len(pixels)
+    return pixels == pixels[:step] * (len(pixels) // step)
+
+
 def _mode(head: JpegHeader) -> str:
     return {1: "L", 3: "RGB", 4: "CMYK"}.get(head.components, f"{head.components}-component")
 
@@ -273,8 +298,7 @@ def inspect_jpeg(data: Any, verdict: Verdict, max_pixels: int, pillow_fallback: 
         if not verdict.usable:
             return
     else:
-        gray = thumb.tobytes()  # 1/64 of the image, 8-bit gray: counting one byte value is the cheapest test
-        if gray.count(gray[:1]) == len(gray):
+        if _uniform(thumb):
             verdict.constant = _constant(decoded, head.components)
     if head.precision != 8:
         verdict.unusual = f"{head.precision}-bit JPEG samples"
@@ -289,7 +313,7 @@ def _strict_decode(data: Any, head: JpegHeader) -> tuple[np.ndarray[Any, Any], A
     decoded = data
     while True:  # ends: each field is set once, and a warning with nothing left to set is raised
         try:
-            return _decode(decoded, strict=True, full=head.sof in LOSSLESS), decoded
+            return _judging_decode(decoded, head, strict=True), decoded
         except ValueError as exc:
             reason = str(exc)
             fixed = _assumed(decoded, head, reason) if reason.startswith(HARMLESS) else None
@@ -360,7 +384,7 @@ def _strict_failed(
 ) -> None:
     """``decoded``: ``data`` with the fields of harmless warnings set (``_strict_decode``)."""
     try:
-        _decode(decoded, strict=False, full=head.sof in LOSSLESS)
+        _judging_decode(decoded, head, strict=False)
     except ValueError as exc:
         fatal = str(exc)
     else:
@@ -386,8 +410,12 @@ def _strict_failed(
             verdict.damage.append(fatal)
         return
     problem = header_problem(data, head)
-    if "tjDecompressHeader" in fatal or fatal.startswith("tj"):
-        fatal = problem or verdict.error
+    if "tjDecompressHeader" in fatal or fatal.startswith(("tj", *REFUSED)):
+        # libjpeg-turbo's interface refused the file rather than judged it: the reason is the header walk's,
+        # else Pillow's, credited to Pillow
+        if problem is None:
+            return
+        fatal = problem
     elif problem and problem not in fatal:
         fatal = f"{fatal} ({problem})"
     elif fatal.startswith(WARNINGS):  # damage libjpeg steps over, where Pillow fails: say so, as above
@@ -460,7 +488,7 @@ def _other_pictures(data: Any, end: int, verdict: Verdict, picture: int = 1) -> 
         except ValueError as exc:
             reason = exc.args[0]
             try:
-                _decode(exc.args[1], strict=False, full=head.sof in LOSSLESS)
+                _judging_decode(exc.args[1], head, strict=False)
             except ValueError as fatal:
                 verdict.error = verdict.error or f"picture {picture} of the MPO file: {fatal}"
                 return -1

@@ -11,22 +11,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 from imagetools import codes, encode, finding, natural, scan_dir
 from PIL import Image
 
 from scanner_service import Report
-from scanner_service.imaging import inspect_image
+from scanner_service.imaging import inspect_image, judge_label
 
 
 def _segment(marker: int, body: bytes) -> bytes:
     return bytes([0xFF, marker]) + struct.pack(">H", len(body) + 2) + body
 
 
-def lossless_jpeg(pixels: np.ndarray) -> bytes:
-    """A lossless (SOF3) JPEG of 8-bit gray ``pixels`` (H, W): predictor 1 (left; above at the start of a row),
-    every difference category coded in 5 bits. Pillow writes no lossless JPEG; libjpeg-turbo 3 reads them."""
-    h, w = pixels.shape
-    x = pixels.astype(np.int64)
+def lossless_jpeg(pixels: np.ndarray, ids: bytes = b"RGB") -> bytes:
+    """A lossless (SOF3) JPEG of 8-bit ``pixels``, gray (H, W) or of C components (H, W, C) interleaved, each
+    with the identifier in ``ids`` ('R', 'G', 'B': an RGB frame to libjpeg; 1, 2, 3: YCbCr): predictor 1 (left;
+    above at the start of a row), every difference category coded in 5 bits. Pillow writes no lossless JPEG;
+    libjpeg-turbo 3 reads them."""
+    x = pixels.astype(np.int64).reshape(*pixels.shape[:2], -1)
+    h, w, channels = x.shape
+    ids = ids[:channels] if channels > 1 else b"\x01"
     bits: list[int] = []
 
     def put(value: int, length: int) -> None:
@@ -34,29 +38,32 @@ def lossless_jpeg(pixels: np.ndarray) -> bytes:
 
     for r in range(h):
         for c in range(w):
-            pred = 128 if r == c == 0 else int(x[r, c - 1] if c else x[r - 1, c])
-            d = int(x[r, c]) - pred
-            size = abs(d).bit_length()
-            put(size, 5)
-            if size:
-                put(d if d >= 0 else d + (1 << size) - 1, size)
+            for k in range(channels):
+                pred = 128 if r == c == 0 else int(x[r, c - 1, k] if c else x[r - 1, c, k])
+                d = int(x[r, c, k]) - pred
+                size = abs(d).bit_length()
+                put(size, 5)
+                if size:
+                    put(d if d >= 0 else d + (1 << size) - 1, size)
     bits.extend([1] * (-len(bits) % 8))
     data = np.packbits(np.array(bits, np.uint8)).tobytes().replace(b"\xff", b"\xff\x00")
     table = bytes([0, 0, 0, 0, 17] + [0] * 11) + bytes(range(17))  # 17 codes of 5 bits
+    frame = b"".join(bytes([i, 0x11, 0]) for i in ids)
+    scan = b"".join(bytes([i, 0]) for i in ids)
     return (
         b"\xff\xd8"
-        + _segment(0xC3, bytes([8]) + struct.pack(">HH", h, w) + b"\x01\x01\x11\x00")
+        + _segment(0xC3, bytes([8]) + struct.pack(">HH", h, w) + bytes([len(ids)]) + frame)
         + _segment(0xC4, b"\x00" + table)
-        + _segment(0xDA, b"\x01\x01\x00\x01\x00\x00")
+        + _segment(0xDA, bytes([len(ids)]) + scan + b"\x01\x00\x00")
         + data
         + b"\xff\xd9"
     )
 
 
 def test_the_lossless_jpeg_writer_is_read_exactly_by_pillow(rng: np.random.Generator) -> None:
-    pixels = natural(rng, 24, 40, 1)
-    with Image.open(io.BytesIO(lossless_jpeg(pixels))) as im:
-        assert np.array_equal(np.asarray(im), pixels)
+    for pixels in (natural(rng, 24, 40, 1), natural(rng, 24, 40, 3)):
+        with Image.open(io.BytesIO(lossless_jpeg(pixels))) as im:
+            assert np.array_equal(np.asarray(im), pixels)
 
 
 INSPECT = """
@@ -98,6 +105,45 @@ def test_a_lossless_jpeg_is_valid_and_its_damage_is_found(
     assert [loc.path for loc in damaged.locations] == ["zeroed.jpg"]
     assert damaged.locations[0].detail.startswith("Corrupt JPEG data: bad Huffman code")
     assert report.info["decoder.jpeg"].startswith("libjpeg-turbo")
+
+
+def test_damage_in_a_lossless_colour_jpeg_is_found(
+    tmp_path: Path, write: Callable[[str, bytes], Path], rng: np.random.Generator
+) -> None:
+    # libjpeg-turbo converts no colours in a lossless frame: the gray decode that judges other JPEGs refused an
+    # RGB one ("Unsupported color conversion request"), Pillow judged it and reported no damage, and a cut
+    # file was "Unsupported color conversion request".
+    good = lossless_jpeg(natural(rng, 64, 96, 3))
+    middle = len(good) // 2
+    write("ok.jpg", good)
+    write("cut.jpg", good[:middle])
+    write("zeroed.jpg", good[:middle] + bytes(32) + good[middle + 32 :])
+    write("flat.jpg", lossless_jpeg(np.full((40, 40, 3), (10, 20, 30), np.uint8)))
+    report = scan_dir(tmp_path, workers=1)
+    corrupt = finding(report, "I003")
+    assert [loc.path for loc in corrupt.locations] == ["cut.jpg"]
+    assert (corrupt.locations[0].detail or "").startswith("truncated: no end-of-image marker (libjpeg: Premature end")
+    damaged = finding(report, "I004")
+    assert [loc.path for loc in damaged.locations] == ["zeroed.jpg"]
+    assert (damaged.locations[0].detail or "").startswith("Corrupt JPEG data")
+    constant = finding(report, "I008")
+    flat = [(loc.path, loc.detail) for loc in constant.locations]
+    assert flat == [("flat.jpg", "every pixel is (10, 20, 30) (40×40)")]
+    assert report.info["decoder.jpeg"].startswith("libjpeg-turbo") and "decoder.jpeg.fallback" not in report.info
+
+
+def test_a_lossless_ycbcr_jpeg_that_libjpeg_turbo_cannot_convert_is_judged_by_pillow(
+    rng: np.random.Generator,
+) -> None:
+    # No colour conversion in a lossless frame: neither libjpeg-turbo's interface nor Pillow decodes one that a
+    # JFIF marker says is YCbCr. Pillow's reason stands, credited to Pillow (it was credited to libjpeg-turbo).
+    plain = lossless_jpeg(natural(rng, 32, 48, 3), ids=b"\x01\x02\x03")
+    data = plain[:2] + _segment(0xE0, b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00") + plain[2:]
+    with pytest.raises(OSError):
+        Image.open(io.BytesIO(data)).load()
+    v = inspect_image(data, "scan.jpg")
+    assert v.error is not None and "color conversion" not in v.error
+    assert judge_label(v).startswith("Pillow ")
 
 
 def test_an_avif_whose_major_brand_is_heifs_generic_one_is_an_avif(rng: np.random.Generator) -> None:

@@ -301,8 +301,10 @@ def _check(
             raise PngError(f"{name} chunk at byte {pos:,} declares an invalid length {length:,}")
         end = pos + 12 + length
         if end > n:
+            left = max(n - pos - 8, 0)
             raise PngError(
-                f"truncated: the {name} chunk at byte {pos:,} needs {length:,} bytes, {n - pos - 8:,} remain"
+                f"truncated: the {name} chunk at byte {pos:,} needs {length + 4:,} bytes after its type "
+                f"({length:,} of data and a 4-byte CRC), {left:,} remain"
             )
         if crc32(mv[pos + 4 : end - 4]) != int.from_bytes(mv[end - 4 : end], "big"):
             raise PngError(f"bad CRC in the {name} chunk at byte {pos:,}")

@@ -651,3 +651,30 @@ def test_valid_jpegs_and_pngs_are_judged_without_importing_pillow(tmp_path: Path
     (folder / "3.gif").write_bytes(encode(Image.fromarray(natural(rng)).convert("P"), "GIF"))
     out = subprocess.run(probe, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "0", "True"], out.stdout + out.stderr
+
+
+def test_a_png_cut_inside_a_crc_says_what_the_chunk_needs(rng: np.random.Generator) -> None:
+    """A chunk needs its data and a 4-byte CRC after its type: a file cut inside IEND's CRC was "the IEND chunk
+    needs 0 bytes, 3 remain", which contradicts itself."""
+    good = png_bytes(natural(rng, 16, 16), 2, 8)
+    iend = len(good) - 12
+    idat = good.index(b"IDAT") - 4
+    length = int.from_bytes(good[idat : idat + 4], "big")
+    cases = {
+        1: (
+            good[:-1],
+            f"the IEND chunk at byte {iend:,} needs 4 bytes after its type (0 of data and a 4-byte CRC), 3 remain",
+        ),
+        4: (
+            good[:-4],
+            f"the IEND chunk at byte {iend:,} needs 4 bytes after its type (0 of data and a 4-byte CRC), 0 remain",
+        ),
+        "IDAT": (
+            good[: idat + 8 + length + 2],
+            f"the IDAT chunk at byte {idat:,} needs {length + 4:,} bytes after its type ({length:,} of data and a "
+            f"4-byte CRC), {length + 2:,} remain",
+        ),
+    }
+    for name, (data, reason) in cases.items():
+        v = inspect_image(data, "x.png")
+        assert v.error == f"truncated: {reason}", (name, v.error)

@@ -252,7 +252,7 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
             elif i is None and frames == 1 and constant:
                 verdict.constant = _constant(im)
         if verdict.format == "tiff":
-            _directory_loop(im, verdict)
+            _directory_loop(data, im, verdict)
         elif verdict.format == "ico" and not fallback and hasattr(im, "ico"):
             ico_damage(data, im, verdict, max_pixels)
             if verdict.error is not None or verdict.bomb is not None:
@@ -292,19 +292,47 @@ def _libtiff_damage(log: TiffLog, page: int, verdict: Verdict) -> None:
             verdict.damage.append(f"{_on_page(page, verdict)}{tiff_log.text(damage)}")
 
 
-def _directory_loop(im: Image.Image, verdict: Verdict) -> None:
-    """A TIFF whose last page's directory links back to a directory already read (an IFD loop): Pillow takes
-    it for the end, silently (the pages the link skips are lost); libtiff reports the loop."""
+def _directory_loop(data: Any, im: Image.Image, verdict: Verdict) -> None:
+    """A TIFF whose last page's directory links on, where Pillow stopped: silently, and the pages after it
+    are lost. The link is read from the file (Pillow's ``next`` is the directory's own offset when it could not
+    read it): back to a directory already read (an IFD loop, which libtiff reports), to where no directory can
+    be read, or not readable at all (the directory is cut short or overwritten: libtiff's "Sanity check on
+    directory count failed")."""
     tags = getattr(im, "tag_v2", None)
-    link = getattr(tags, "next", 0)
-    if not link:
+    if not getattr(tags, "next", 0):
         return
     read = list(getattr(im, "_frame_pos", ()))
-    target = f"page {read.index(link)}'s" if link in read else f"the one at byte {link:,}"
-    verdict.damage.append(
-        f"the directory of page {verdict.frames - 1} links back to {target} (an IFD loop: Pillow stops there "
-        f"after {verdict.frames} page{'s' if verdict.frames > 1 else ''}; pages the link skips are lost)"
-    )
+    page = verdict.frames - 1
+    stops = f"Pillow stops there after {verdict.frames} page{'s' if verdict.frames > 1 else ''}"
+    link, problem = _next_directory(data, read[-1]) if read else (0, "")
+    if problem:
+        verdict.damage.append(f"the directory of page {page} {problem} ({stops}; any pages after it are lost)")
+    elif link in read:
+        verdict.damage.append(
+            f"the directory of page {page} links back to page {read.index(link)}'s (an IFD loop: {stops}; "
+            "pages the link skips are lost)"
+        )
+    elif link:
+        where = "beyond the end of the file" if link >= len(data) else "where no directory can be read"
+        verdict.damage.append(f"the directory of page {page} links to byte {link:,}, {where} ({stops})")
+
+
+def _next_directory(data: Any, offset: int) -> tuple[int, str]:
+    """The link to the next directory stored in the TIFF directory at ``offset`` (classic or BigTIFF), or what
+    keeps it from being read."""
+    order: Literal["little", "big"] = "little" if bytes(data[:2]) == b"II" else "big"
+    big = int.from_bytes(data[2:4], order) == 43
+    count_size, entry_size, link_size = (8, 20, 8) if big else (2, 12, 4)
+    if offset + count_size > len(data):
+        return 0, "is cut short: the file ends inside it"
+    count = int.from_bytes(data[offset : offset + count_size], order)
+    at = offset + count_size + entry_size * count
+    if at > len(data):
+        entries = f"{count:,} entr{'y' if count == 1 else 'ies'}"
+        return 0, f"is damaged or cut short: its {entries} run past the end of the file"
+    if at + link_size > len(data):
+        return 0, "is cut short: the file ends inside its link to the next directory"
+    return int.from_bytes(data[at : at + link_size], order), ""
 
 
 def _strips(data: Any, im: Image.Image, page: int, verdict: Verdict) -> None:

@@ -188,6 +188,35 @@ def test_a_directory_that_links_back_is_an_ifd_loop_that_loses_pages(rng: np.ran
     ]
 
 
+def test_a_directory_cut_short_or_overwritten_is_no_ifd_loop(rng: np.random.Generator) -> None:
+    """Pillow keeps a directory's own offset as the link to the next one when it cannot read the link: a file
+    cut inside its last directory's link, or a directory overwritten, was "links back to page 0's (an IFD
+    loop)". The link is read from the file: there is no loop, the directory is damaged."""
+    single = tiff(rng, "group4", pages=1)
+    directory = struct.unpack("<I", single[4:8])[0]
+    entries = struct.unpack("<H", single[directory : directory + 2])[0]
+    assert directory + 2 + 12 * entries + 4 == len(single)  # (the directory is the file's last part)
+    v = inspect_image(single[:-1], "a.tif")
+    assert v.error is None and v.frames == 1, v
+    assert v.damage[0] == (
+        "the directory of page 0 is cut short: the file ends inside its link to the next directory (Pillow stops"
+        " there after 1 page; any pages after it are lost)"
+    )
+    data = tiff(rng, "raw", pages=4)
+    offsets = [struct.unpack("<I", data[4:8])[0]]
+    for _ in range(3):
+        at = offsets[-1] + 2 + 12 * struct.unpack("<H", data[offsets[-1] : offsets[-1] + 2])[0]
+        offsets.append(struct.unpack("<I", data[at : at + 4])[0])
+    third = offsets[2]
+    v = inspect_image(data[:third] + b"\xff" * 16 + data[third + 16 :], "a.tif")
+    assert v.frames == 3, v
+    assert v.damage[0] == (
+        "the directory of page 2 is damaged or cut short: its 65,535 entries run past the end of the file (Pillow"
+        " stops there after 3 pages; any pages after it are lost)"
+    ), v.damage
+    assert not any("loop" in d for d in v.damage)
+
+
 # -- valid files stay clean and quiet -------------------------------------------------------------------
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from ..context import ScanContext
 from ..location import Location
+from ..partial import DatasetStats
 from ..severity import Severity
 from .base import Check
 
@@ -50,8 +53,23 @@ def finalize(ctx: ScanContext) -> None:
                     f"{axis} {c} is always {stats.min[c]:.6g}"
                     if stats.channel_axis is not None
                     else f"every value is {stats.min[c]:.6g}"
-                ),
+                )
+                + _non_finite(stats, c),
             )
             for c in constant[:cap]
         ]
         ctx.emit_many(CHECK.code, len(constant), len(constant), locs)
+
+
+def _non_finite(stats: DatasetStats, channel: int) -> str:
+    """What the constant leaves out: the moments count finite values only, so a column of zeros and one Inf
+    is constant too (and standardising it gives NaN all the same), but not "always 0"."""
+    if not stats.nan and not stats.inf:
+        return ""
+    values = stats.samples * math.prod(stats.shape[1:])
+    if values % len(stats.count) == 0:
+        others = values // len(stats.count) - stats.count[channel]
+        if others <= 0:
+            return ""
+        return f" where finite ({others:,} NaN or Inf value{'s' if others > 1 else ''}: see nan-value, inf-value)"
+    return " where finite (the data holds NaN or Inf values: see nan-value, inf-value)"

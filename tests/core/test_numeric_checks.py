@@ -96,6 +96,25 @@ def test_constant_feature_column_and_channel(tmp_path: Path, rng: np.random.Gene
     ]
 
 
+def test_a_constant_feature_with_non_finite_values_says_so(tmp_path: Path, rng: np.random.Generator) -> None:
+    # the moments count finite values only: a column of zeros and one Inf is constant (standardising it gives
+    # NaN all the same), but it was "column 1 is always 0"
+    table = rng.normal(size=(300, 4)).astype(np.float32)
+    table[:, 1], table[7, 1] = 0.0, np.inf
+    table[:, 2], table[[9, 10], 2] = 5.0, np.nan
+    table[:, 3] = 2.5
+    images = rng.normal(size=(50, 3, 8, 8)).astype(np.float32)
+    images[:, 1], images[4, 1, 2, 2] = 1.0, np.nan
+    path = write_h5(tmp_path / "k.h5", {"table": table, "images": images})
+    found = finding(run_scan(path, workers=2, shard_bytes=1 << 14), "V004")
+    assert sorted((loc.dataset, loc.detail) for loc in found.locations) == [
+        ("/images", "channel 1 is always 1 where finite (1 NaN or Inf value: see nan-value, inf-value)"),
+        ("/table", "column 1 is always 0 where finite (1 NaN or Inf value: see nan-value, inf-value)"),
+        ("/table", "column 2 is always 5 where finite (2 NaN or Inf values: see nan-value, inf-value)"),
+        ("/table", "column 3 is always 2.5"),
+    ]
+
+
 @pytest.mark.parametrize("chunks", [None, (10, 3, 8, 8), (10, 1, 8, 8)])
 def test_constant_samples_of_images_are_found_and_table_rows_are_not(
     tmp_path: Path, rng: np.random.Generator, chunks: tuple[int, ...] | None

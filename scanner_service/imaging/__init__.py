@@ -21,7 +21,15 @@ import re
 from types import ModuleType
 from typing import Any
 
-from .sniff import UNREADABLE, claimed_format, content, damaged_bmp_header, damaged_png_signature, sniff
+from .sniff import (
+    UNREADABLE,
+    claimed_format,
+    content,
+    damaged_bmp_header,
+    damaged_gif_signature,
+    damaged_png_signature,
+    sniff,
+)
 from .verdict import Verdict
 
 # The decoders (jpeg: simplejpeg; pillow: Pillow; png: ISA-L) are imported on the first image, so scans of
@@ -109,6 +117,12 @@ def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pi
         verdict.format = "png"
         verdict.judge = "png"  # judged here, by the PNG structure check's signature test
         verdict.error = damaged
+        return
+    damaged = damaged_gif_signature(data[:6])
+    if damaged is not None:  # Pillow cannot identify it: its reason, after what happened
+        verdict.format = "gif"
+        _decoder("pillow").judge(data, verdict, max_pixels, fallback=True)
+        verdict.error = f"{damaged} (Pillow: {(verdict.error or 'reads it').removeprefix('Pillow ')})"
         return
     what, certain = content(data[:512])
     if certain:  # a web page, JSON, an archive ...: no decoder to ask

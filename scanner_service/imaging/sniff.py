@@ -313,6 +313,21 @@ def damaged_png_signature(head: bytes | memoryview) -> str | None:
     return f"damaged PNG signature ({h[:8].hex(' ')}; a PNG starts 89 50 4e 47 0d 0a 1a 0a): bytes {hint}"
 
 
+GIF_SIGNATURES = (b"GIF87a", b"GIF89a")
+
+
+def damaged_gif_signature(head: bytes | memoryview) -> str | None:
+    """Why ``head`` is a GIF whose signature has one byte changed (``GIF89q``, ``GJF89a``): Pillow identifies a
+    GIF by its six bytes exactly, so a loader fails on it. None when it is no such file."""
+    h = bytes(head[:6])
+    if len(h) < 6 or h in GIF_SIGNATURES:
+        return None
+    if not any(sum(a != b for a, b in zip(h, good, strict=True)) == 1 for good in GIF_SIGNATURES):
+        return None
+    shown = h.decode("latin-1").encode("unicode_escape").decode()
+    return f"damaged GIF signature ({shown!r}; a GIF starts 'GIF87a' or 'GIF89a'): one byte changed"
+
+
 def damaged_bmp_header(head: bytes | memoryview, size: int, name: str) -> bool:
     """Whether content starting with ``head`` (``size`` bytes in all) is a BMP whose info header is damaged:
     it starts with BMP's ``BM`` but ``sniff`` finds no info header size it knows, and the file claims to be a

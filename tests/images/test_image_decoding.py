@@ -678,3 +678,17 @@ def test_a_png_cut_inside_a_crc_says_what_the_chunk_needs(rng: np.random.Generat
     for name, (data, reason) in cases.items():
         v = inspect_image(data, "x.png")
         assert v.error == f"truncated: {reason}", (name, v.error)
+
+
+def test_a_gif_with_one_byte_of_its_signature_changed_is_a_corrupt_gif(rng: np.random.Generator) -> None:
+    """Pillow identifies a GIF by its six first bytes exactly: 'GIF89q' was 'unknown binary data' (not an
+    image), where it is a damaged GIF that a loader cannot open."""
+    good = encode(Image.fromarray(natural(rng, 16, 16, 1)), "GIF")
+    assert good[:6] == b"GIF89a" or good[:6] == b"GIF87a"
+    for bad in (good[:5] + b"q" + good[6:], b"GJF" + good[3:]):
+        v = inspect_image(bad, "x.gif")
+        assert v.format == "gif" and v.error is not None, v
+        assert v.error.startswith(f"damaged GIF signature ('{bad[:6].decode()}'; a GIF starts"), v.error
+        assert v.error.endswith("(Pillow: cannot identify the image)"), v.error
+    assert inspect_image(b"GIF8\x009" + good[6:], "x.gif").format is None  # two bytes changed: unknown data
+    assert inspect_image(good, "x.gif").error is None

@@ -146,8 +146,8 @@ CONFIG_FLAGS = (
 )
 
 
-REPORT_SUFFIXES = frozenset({".json", ".xml", ".md", ".html", ".sarif", ".log", ".txt"})
-"""Existing files inside a scanned folder that ``--output`` may overwrite: report files (a folder's scan reads none)."""
+REPORT_HEADS = (b"dscan ", b"# dscan report")
+"""How dscan's text and markdown reports start (its JSON and JUnit reports are told by ``_is_report``)."""
 
 
 def output_file(output: Path | None, scanned: Path | None = None) -> Path | None:
@@ -158,7 +158,7 @@ def output_file(output: Path | None, scanned: Path | None = None) -> Path | None
         raise Failure(OutputError("standard output is closed: give --output FILE for the report"))
     if target is None:
         return None
-    problem = _unwritable(target) or (_overwrites_data(target, scanned) if scanned is not None else None)
+    problem = _unwritable(target) or _overwrites_data(target, scanned)
     if problem:
         raise Failure(OutputError(f"cannot write the report to {target}: {problem}"))
     return target
@@ -176,22 +176,32 @@ def _unwritable(output: Path) -> str | None:
     return None
 
 
-def _overwrites_data(output: Path, scanned: Path) -> str | None:
-    """Why writing ``output`` would destroy data being scanned: it is the dataset itself, or an existing file
-    that is no report inside the scanned folder, or inside the folder of a scanned file (where the images or
-    HDF5 files a list names lie); a new file, or a report file, there is fine."""
-    if _same_file(output, scanned):
+def _overwrites_data(output: Path, scanned: Path | None) -> str | None:
+    """Why writing ``output`` could destroy data: it is the dataset itself, or an existing file (a link's target)
+    that is no report dscan wrote. Where it lies says nothing (a list names files anywhere, through ``--root``,
+    absolute paths or ``..``), so only an empty file or a dscan report is overwritten; a device or a pipe is
+    written to."""
+    if scanned is not None and _same_file(output, scanned):
         return f"it is the dataset being scanned ({scanned})"
-    folder = scanned if os.path.isdir(scanned) else scanned.parent
-    if (
-        os.path.isfile(output)
-        and output.suffix.lower() not in REPORT_SUFFIXES
-        and Path(os.path.realpath(output)).is_relative_to(os.path.realpath(folder))
-    ):
-        suffixes = ", ".join(sorted(REPORT_SUFFIXES))
-        where = f"the scanned folder {scanned}" if folder == scanned else f"the folder of the scanned file {scanned}"
-        return f"it is a file of {where} (a report there is a new file or ends in {suffixes})"
-    return None
+    if not os.path.isfile(output) or _is_report(output):
+        return None
+    return (
+        "it exists and is no dscan report (a report replaces only an earlier report: remove it, or choose another name)"
+    )
+
+
+def _is_report(path: Path) -> bool:
+    """Whether the file at ``path`` is empty or starts as a dscan report of any format does."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(512)
+    except OSError:
+        return False
+    if not head.strip() or head.startswith(REPORT_HEADS):
+        return True
+    if head.lstrip().startswith(b"{"):
+        return b'"schema_version"' in head and b'"name": "dscan"' in head
+    return head.startswith(b"<?xml") and b'<testsuites name="dscan"' in head
 
 
 def _same_file(a: Path, b: Path) -> bool:

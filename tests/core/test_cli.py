@@ -584,7 +584,7 @@ def test_an_output_that_would_overwrite_the_scanned_data_is_refused_before_scann
     (tmp_path / "link.h5").symlink_to(clean)
     assert invoke("scan", str(tmp_path / "link.h5"), "-o", str(clean))[0] == 2
     code, out = invoke("scan", str(tmp_path), "--format", "json", "-o", str(clean))
-    assert code == 2 and "a file of the scanned folder" in out
+    assert code == 2 and "it exists and is no dscan report" in out
     assert clean.read_bytes() == signature
     for report in ("report.json", "report.json", "dscan.xml"):  # a new file, then an existing report file
         code, out = invoke("scan", str(tmp_path), "--format", "json", "-o", str(tmp_path / report), "-j", "0")

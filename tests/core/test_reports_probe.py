@@ -124,10 +124,37 @@ def test_an_output_naming_an_image_of_the_scanned_list_is_refused(tmp_path: Path
     image = (tmp_path / "img" / "0.png").read_bytes()
     args = ["scan", str(tmp_path / "train.txt"), "--format", "json", "-j1", "--output"]
     result = CliRunner().invoke(main, [*args, str(tmp_path / "img" / "0.png")])
-    assert result.exit_code == 2 and "a file of the folder of the scanned file" in result.output, result.output
+    assert result.exit_code == 2 and "it exists and is no dscan report" in result.output, result.output
     assert (tmp_path / "img" / "0.png").read_bytes() == image
     result = CliRunner().invoke(main, [*args, str(tmp_path / "report.json")])  # a report beside the list is fine
     assert result.exit_code == 0, result.output
+
+
+def test_an_output_never_overwrites_a_file_that_is_no_dscan_report(tmp_path: Path) -> None:
+    # Where a file lies says nothing: a list names images under --root, or by absolute path, and other lists
+    # sit beside it (.txt, a report suffix); a report name can be a link to data. Each was overwritten.
+    data, lists = tmp_path / "data", tmp_path / "lists"
+    for i in range(2):
+        _image(data / "cat" / f"{i}.png", i)
+    lists.mkdir()
+    (lists / "train.txt").write_text("cat/0.png 0\ncat/1.png 1\n")
+    (lists / "val.txt").write_text("cat/1.png 1\n")
+    (tmp_path / "elsewhere.json").write_text('{"mine": 1}')
+    (tmp_path / "link.json").symlink_to(data / "cat" / "1.png")
+    kept = {p: p.read_bytes() for p in (data / "cat" / "0.png", lists / "val.txt", tmp_path / "elsewhere.json")}
+    kept[tmp_path / "link.json"] = (data / "cat" / "1.png").read_bytes()
+    scan = ["scan", str(lists / "train.txt"), "--root", str(data), "-j1", "--output"]
+    for target in kept:
+        result = CliRunner().invoke(main, [*scan, str(target)])
+        assert result.exit_code == 2, (target, result.output)
+        assert "it exists and is no dscan report" in result.output, result.output
+    assert {p: p.read_bytes() for p in kept} == kept
+    for fmt, name in (("text", "r.txt"), ("json", "r.json"), ("junit", "r.xml"), ("markdown", "r.md")):
+        (tmp_path / name).write_bytes(b"")  # an empty file, then the report written before: both replaced
+        for _ in range(2):
+            result = CliRunner().invoke(main, [*scan, str(tmp_path / name), "--format", fmt])
+            assert result.exit_code == 0, (fmt, result.output)
+        assert (tmp_path / name).stat().st_size > 0
 
 
 def _github_anchor(heading: str) -> str:

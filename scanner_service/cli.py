@@ -11,6 +11,7 @@ from .entry import set_environment
 set_environment()  # (already set when started as the ``dscan`` command)
 
 import contextlib
+import io
 import os
 import signal
 import sys
@@ -263,7 +264,8 @@ def terminal_report(report: Report) -> str:
 
     tty = is_terminal(sys.stdout)
     width = min(max(shutil.get_terminal_size((100, 24)).columns, 60), 160) if tty else 100
-    return text_render.render(report, color=tty and not os.environ.get("NO_COLOR"), width=width)
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    return text_render.render(report, color=tty and not os.environ.get("NO_COLOR"), width=width, encoding=encoding)
 
 
 def _echo(text: str) -> None:
@@ -508,6 +510,7 @@ def run(argv: list[str] | None = None, head_start: HeadStart | None = None) -> N
     the inspection of the scanned folder's last images that ``entry.run`` started, for ``dscan scan``."""
     args = sys.argv[1:] if argv is None else argv
     _fill_closed_descriptors()
+    _tolerant_streams()
     try:
         try:
             main.main(args=args, prog_name="dscan", obj=head_start)
@@ -541,6 +544,15 @@ def _crashed(exc: Exception) -> SystemExit:
         traceback.print_exception(exc, file=sys.stderr)
         print(f"dscan: internal error ({type(exc).__name__}); no verdict", file=sys.stderr)
     return SystemExit(CRASHED)
+
+
+def _tolerant_streams() -> None:
+    """Where the locale's encoding is no UTF (Latin-1, a Windows code page), the characters it lacks (the text
+    report's ✅, …, ×) are written as '?': the scan's verdict must not end in an encoding error."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "")
+        if stream is not None and not encoding.startswith("utf") and isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="replace")
 
 
 def _fill_closed_descriptors() -> None:

@@ -17,8 +17,21 @@ from . import counted, human_bytes, label_title, notes
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def render(report: Report, color: bool = False, width: int = 100) -> str:
-    out = io.StringIO()
+class _Text(io.StringIO):
+    """The report's text, for a stream of ``encoding``: rich draws tables with ASCII lines for one that is no
+    UTF (a Latin-1 locale has no box-drawing characters)."""
+
+    def __init__(self, encoding: str) -> None:
+        super().__init__()
+        self.text_encoding = encoding
+
+    @property  # (StringIO's is None)
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.text_encoding
+
+
+def render(report: Report, color: bool = False, width: int = 100, encoding: str = "utf-8") -> str:
+    out = _Text(encoding)
     console = Console(file=out, force_terminal=color, no_color=not color, width=width, highlight=False)
     s = report.summary
     console.print(

@@ -874,3 +874,28 @@ def test_a_bug_is_no_verdict(clean: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "RuntimeError: a bug" in proc.stderr
     assert proc.stderr.endswith("dscan: internal error (RuntimeError); no verdict\n")
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "cp1252"])
+def test_a_locale_that_is_no_utf_gets_its_report_not_an_encoding_error(
+    tmp_path: Path, rng: np.random.Generator, encoding: str
+) -> None:
+    # a Latin-1 locale (or Windows' code page with output redirected): the text report's table lines, the
+    # markdown report's ✅ and the catalogue's … ended the command in "internal error (UnicodeEncodeError)"
+    x = rng.normal(size=(200, 4)).astype(np.float32)
+    clean = write_h5(tmp_path / "labelled.h5", {"x": x, "label": np.arange(200) % 4})
+    env = {**os.environ, "PYTHONIOENCODING": encoding}
+    command = [sys.executable, "-m", "scanner_service.cli"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([*command, *args], capture_output=True, env=env, check=False, timeout=120)
+
+    text = run("scan", str(clean), "-j1")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith(b"dscan ") and b"\xe2" not in text.stdout  # (no UTF-8 in a Latin-1 stream)
+    assert b" class | count | fraction" in text.stdout, text.stdout  # the label table, with ASCII lines
+    markdown = run("scan", str(clean), "-j1", "--format", "markdown")
+    assert markdown.returncode == 0 and markdown.stdout.startswith(b"# dscan report: ? passed"), markdown.stdout[:80]
+    catalogue = run("checks")
+    assert catalogue.returncode == 0 and b"V001" in catalogue.stdout, catalogue.stderr
+    assert b"Traceback" not in text.stderr + markdown.stderr + catalogue.stderr

@@ -63,6 +63,7 @@ class RichProgress:
         self.items = 0
 
     def start(self, total_items: int, total_bytes: int, shards: int) -> None:
+        self._restore_on_sigterm()
         self.progress.start()
         self.task = self.progress.add_task("scan", total=max(1, total_bytes), items=0)
 
@@ -72,6 +73,23 @@ class RichProgress:
 
     def finish(self) -> None:
         self.progress.stop()
+
+    def _restore_on_sigterm(self) -> None:
+        """SIGTERM still ends the command by the signal (its default), after the bar is erased and the cursor
+        shown again; a worker forked meanwhile just dies of it."""
+        owner = os.getpid()
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is not signal.SIG_DFL:
+            return
+
+        def terminated(signum: int, frame: FrameType | None) -> None:
+            signal.signal(signum, signal.SIG_DFL)
+            if os.getpid() == owner:
+                with contextlib.suppress(Exception):
+                    self.progress.stop()
+            os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, terminated)
 
 
 class OutputPath(click.Path):
@@ -375,7 +393,12 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
             config = load_config(config_file, overrides, here)
             progress = RichProgress() if fmt == "text" and is_terminal(sys.stderr) and target is None else None
             head_start = click.get_current_context().find_object(HeadStart)
-            report = ran_some_check(scan(Path(path), config, workers=workers, progress=progress, head_start=head_start))
+            try:
+                scanned = scan(Path(path), config, workers=workers, progress=progress, head_start=head_start)
+            finally:  # Ctrl-C too: the bar is erased and the terminal's cursor shown again
+                if progress is not None:
+                    progress.finish()
+            report = ran_some_check(scanned)
             note = file_note(config_file, overrides, here)
             if note is not None:
                 report.info[CONFIG_NOTE] = note

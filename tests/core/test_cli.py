@@ -899,3 +899,57 @@ def test_a_locale_that_is_no_utf_gets_its_report_not_an_encoding_error(
     catalogue = run("checks")
     assert catalogue.returncode == 0 and b"V001" in catalogue.stdout, catalogue.stderr
     assert b"Traceback" not in text.stderr + markdown.stderr + catalogue.stderr
+
+
+def _on_a_terminal_until_stopped(command: list[str], stop: Any) -> tuple[int, bytes]:
+    """Run ``command`` on a pseudo-terminal; once its progress bar is drawn (it hides the cursor), ``stop(pid,
+    fd)``; its exit status and everything it wrote."""
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover  (the child)
+        os.execv(sys.executable, [sys.executable, *command[1:]])
+    out, stopped, deadline = b"", False, time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not stopped and b"\x1b[?25l" in out:
+            stop(pid, fd)
+            stopped = True
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # the terminal's other end closed: the process is gone
+            break
+        if not data:
+            break
+        out += data
+    _, status = os.waitpid(pid, 0)
+    assert stopped, f"no progress bar was drawn: {out[-300:]!r}"
+    return os.waitstatus_to_exitcode(status), out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_a_scan_stopped_on_a_terminal_shows_the_cursor_again(tmp_path: Path, how: str) -> None:
+    # the progress bar hides the terminal's cursor; a scan stopped by Ctrl-C or SIGTERM left it hidden, and
+    # Ctrl-C's message was written on the bar's line
+    import signal
+
+    def stop(pid: int, fd: int) -> None:
+        if how == "ctrl-c":
+            os.write(fd, b"\x03")  # the terminal sends SIGINT to the foreground process group
+        else:
+            os.kill(pid, signal.SIGTERM)
+
+    status, out = _on_a_terminal_until_stopped([*DSCAN, "scan", str(_slow_dataset(tmp_path)), "-j2"], stop)
+    assert out.count(b"\x1b[?25h") >= out.count(b"\x1b[?25l") >= 1, out[-300:]
+    if how == "ctrl-c":
+        assert status == 130, out[-300:]
+        after_bar = out.rsplit(b"\x1b[?25h", 1)[1]
+        assert after_bar.lstrip(b"\r").startswith(b"dscan: interrupted; no report"), out[-300:]
+        assert b"Traceback" not in out
+    else:
+        assert status == -signal.SIGTERM, out[-300:]

@@ -72,7 +72,11 @@ class RichProgress:
         self.progress.update(self.task, advance=nbytes, items=self.items)
 
     def finish(self) -> None:
-        self.progress.stop()
+        try:
+            self.progress.stop()
+        except Exception:  # stopped while it started (Ctrl-C inside ``start``): the cursor shown, at least
+            with contextlib.suppress(Exception):
+                self.progress.console.show_cursor(True)
 
     def _restore_on_sigterm(self) -> None:
         """SIGTERM still ends the command by the signal (its default), after the bar is erased and the cursor
@@ -85,8 +89,7 @@ class RichProgress:
         def terminated(signum: int, frame: FrameType | None) -> None:
             signal.signal(signum, signal.SIG_DFL)
             if os.getpid() == owner:
-                with contextlib.suppress(Exception):
-                    self.progress.stop()
+                self.finish()
             os.kill(os.getpid(), signum)
 
         signal.signal(signal.SIGTERM, terminated)

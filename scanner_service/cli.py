@@ -118,7 +118,8 @@ def scan_options(func: Any) -> Any:
         click.option(
             "--labels",
             help="labels inside HDF5 files: a path (/train/cls), or a name for every group; NumPy: the array's "
-            "file or npz member name [default: label(s), y, target(s), also as y_train, test_labels ...]",
+            "file or npz member name; a CSV image list: the label column [default: label(s), y, target(s), also "
+            "as y_train, test_labels ...; a CSV's label, class, target, category ...]",
         ),
         click.option("--select", help="only these checks: codes, prefixes or slugs, comma-separated"),
         click.option("--ignore", help="skip these checks: codes, prefixes or slugs, comma-separated"),

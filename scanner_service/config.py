@@ -63,7 +63,11 @@ class ScanConfig(BaseModel):
         None, ge=1, le=MAX_BATCH, description="training batch size B, for label-batch-absence"
     )
     labels: str | None = Field(
-        None, description="name of the labels dataset inside HDF5 files, or of the NumPy array (file or npz member)"
+        None,
+        description=(
+            "name of the labels dataset inside HDF5 files, of the NumPy array (file or npz member), or of the label "
+            "column of a CSV image list"
+        ),
     )
     select: tuple[str, ...] = Field((), description="only these checks (codes, code prefixes or slugs)")
     ignore: tuple[str, ...] = Field((), description="skip these checks (codes, code prefixes or slugs)")

@@ -364,7 +364,8 @@ def build_report(source: SourceInfo, merged: Partial, config: ScanConfig, durati
     if unused and not final.labels:  # a gate that asked for label checks must not pass without a word
         info[NO_LABELS] = (
             f"{' and '.join(unused)} given, but no class labels were found in the dataset: no label check ran "
-            "(HDF5 and NumPy: name the labels with --labels; images: class folders or a list file with labels; "
+            "(HDF5 and NumPy: name the labels with --labels; images: class folders, or a list file with labels "
+            "(a CSV's label column by another name: --labels NAME); "
             "LMDB: Datum or msgpack labels)"
         )
     stats = [s for _, s in sorted(final.stats.items())]

@@ -26,7 +26,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..errors import SourceNotFound, UnsupportedSource
+from ..errors import ConfigError, SourceNotFound, UnsupportedSource
 from ..imaging.sniff import IMAGE_EXTENSIONS
 from ..location import Location
 from ..partial import LabelTally, Partial
@@ -104,10 +104,12 @@ def _dialect(path: Path, header: str) -> str:
     return ","
 
 
-def _columns(header: list[str]) -> tuple[int | None, int | None]:
+def _columns(header: list[str], wanted: str | None = None) -> tuple[int | None, int | None]:
+    """(path column, label column) by the header's names; ``wanted`` (``--labels``) names the label column."""
     names = [h.strip().lower() for h in header]
     path_col = next((names.index(c) for c in PATH_COLUMNS if c in names), None)
-    label_col = next((names.index(c) for c in LABEL_COLUMNS if c in names), None)
+    chosen = (wanted.strip().lower(),) if wanted else LABEL_COLUMNS
+    label_col = next((names.index(c) for c in chosen if c in names), None)
     return path_col, label_col
 
 
@@ -516,8 +518,11 @@ class ImageListSource(ImageFilesSource):
             header = None
         if header is None:
             return []
-        path_col, label_col = _columns(header)
+        path_col, label_col = _columns(header, self.config.labels)
         headerless = next((i for i, h in enumerate(header) if _is_image_path(h)), None) if path_col is None else None
+        if self.config.labels and (label_col is None or headerless is not None):
+            shown = "it has no header" if headerless is not None else f"its columns: {', '.join(map(repr, header))}"
+            raise ConfigError(f"labels {self.config.labels!r}: no column of that name in {self.path.name} ({shown})")
         if headerless is not None:  # the first line names an image: it is a row (pandas' header=None), no header
             path_col, header = headerless, [f"column {i + 1}" for i in range(len(header))]
         records: list[tuple[int, list[str]]] = []
@@ -542,6 +547,12 @@ class ImageListSource(ImageFilesSource):
             # named 'image' but holding ids (no such files): a column of file names wins
             with contextlib.suppress(UnsupportedSource):
                 path_col = _path_column(self.path.name, header, rows_only, self.root)
+        others = [h for i, h in enumerate(header) if i != path_col and h.strip()]
+        if label_col is None and headerless is None and others:  # a label column by another name is not guessed
+            partial.info["images.labels"] = (
+                f"{self.path.name}: no label column ({', '.join(map(repr, others))} not read as labels; "
+                f"{', '.join(LABEL_COLUMNS)} are, and --labels NAME names another): the images have no labels"
+            )
         rows: list[tuple[int, str, int | float | str | None]] = []
         raw_labels: list[tuple[int, str, str]] = []
         for n, record in records:

@@ -163,3 +163,26 @@ def test_a_confined_scan_names_no_folder_outside_its_roots(
     assert [d for _, _, d in _details(confined, "S004")] == ["cat/0.png does not exist"]
     free = scan_dir(tmp_path / "lists" / "train.txt", workers=1)  # unconfined: 'data/' beside 'lists/' is named
     assert next(d for _, _, d in _details(free, "S004")).endswith(f"scan with --root {tmp_path / 'data'})")
+
+
+def test_a_csv_label_column_by_another_name_is_read_with_labels_and_named_without(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    # 'class_name' is no label column dscan knows: the labels were dropped without a word (a label of 5 with
+    # --num-classes 3 passed), and --labels, which names HDF5 and NumPy labels, was not read for a CSV
+    from scanner_service.errors import ConfigError
+
+    for i in range(4):
+        write(f"img/{i}.png", png(rng))
+    write("train.csv", b"path,class_name\nimg/0.png,0\nimg/1.png,1\nimg/2.png,5\nimg/3.png,2\n")
+    quiet = scan_dir(tmp_path / "train.csv", workers=1, num_classes=3)
+    assert quiet.findings == [] and not quiet.labels
+    assert quiet.info["images.labels"].startswith("train.csv: no label column ('class_name' not read as labels;")
+    report = scan_dir(tmp_path / "train.csv", workers=1, num_classes=3, labels="Class_Name")
+    assert _details(report, "L002") == [("img/2.png", 4, "label 5 ≥ num_classes 3")]
+    assert "images.labels" not in report.info
+    with pytest.raises(ConfigError, match=r"^labels 'kind': no column of that name in train\.csv \(its columns: "
+                       r"'path', 'class_name'\)$"):  # fmt: skip
+        scan_dir(tmp_path / "train.csv", workers=1, labels="kind")
+    write("plain.csv", b"path,label\nimg/0.png,0\nimg/1.png,1\n")
+    assert scan_dir(tmp_path / "plain.csv", workers=1).labels  # the usual names need no option

@@ -169,5 +169,5 @@ def looks_like_hdf5_list(path: Path) -> bool:
     lines = [ln.strip() for ln in head.decode("utf-8", "replace").splitlines() if ln.strip()][:SNIFF_LINES]
     if not lines:
         return False
-    hits = sum(1 for ln in lines if Path(ln.split()[0]).suffix.lower() in SUFFIXES)
+    hits = sum(1 for ln in lines if SUFFIXES & {Path(ln.split()[0]).suffix.lower(), Path(ln).suffix.lower()})
     return hits * 2 > len(lines)

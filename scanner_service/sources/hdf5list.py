@@ -2,9 +2,11 @@
 
 Paths are relative to the list file's folder, or to ``--root`` (``config.root``); absolute paths are kept.
 Blank lines are skipped. A line that is not a single HDF5 path (an image list line ``path label``, a stray
-token) is ``list-syntax``; a listed file that does not exist is ``missing-file``, one that is no regular file
-(a folder, a named pipe) ``unreadable-file``. Files are scanned in list order, which is the order Caffe reads
-them in when ``shuffle`` is off.
+token) is ``list-syntax``, and so is the name of a file that holds whitespace: Caffe reads the list's names
+split at whitespace (``source_file >> line``) and fails on the parts (the file is scanned all the same). A
+listed file that does not exist is ``missing-file``, one that is no regular file (a folder, a named pipe)
+``unreadable-file``. Files are scanned in list order, which is the order Caffe reads them in when ``shuffle``
+is off.
 """
 
 from __future__ import annotations
@@ -60,11 +62,15 @@ class Hdf5ListSource(Hdf5Source):
                 partial.add("S001", where.model_copy(update={"detail": f"{entry}: {refused}"}))
                 continue
             try:
-                found = target.is_file()  # the whole line is the path, spaces included, as Caffe reads it
+                found = target.is_file()  # the whole line: a name with spaces is scanned, and reported
             except OSError as exc:  # a name too long for the file system ...
                 partial.add("S001", where.model_copy(update={"detail": f"{entry}: {exc.strerror or exc}"}))
                 continue
             if found:
+                if len(entry.split()) > 1:  # Caffe reads names split at whitespace (`source_file >> line`)
+                    names = ", ".join(map(repr, entry.split()))
+                    detail = f"Caffe's HDF5Data layer reads the names {names} from this line, not the file {entry!r}"
+                    partial.add("S005", where.model_copy(update={"detail": detail + " (a name with spaces)"}))
                 files.append((target, number))
                 continue
             if target.exists():  # a folder; a named pipe, socket or device (opening it may block forever)

@@ -170,6 +170,29 @@ def test_hdf5_lists_take_root_and_name_what_is_no_regular_file(tmp_path: Path) -
     ]
 
 
+@pytest.mark.parametrize("lines", [1, 2, 3])
+def test_an_hdf5_list_naming_a_file_with_a_space_is_list_syntax_and_the_file_is_scanned(
+    tmp_path: Path, lines: int
+) -> None:
+    """Caffe's HDF5Data layer reads the list's names split at whitespace (``source_file >> line``): 'part 3.h5'
+    is 'part' and '3.h5', and it fails. It passed; a list of one or two lines was no dataset at all."""
+    names = ["part0.h5", "part1.h5", "part 3.h5"][-lines:]
+    for name in names:
+        write_h5(tmp_path / "data" / name, {"x": np.ones((4, 2), np.float32), "label": np.arange(4)})
+    (tmp_path / "train.txt").write_text("".join(f"data/{n}\n" for n in names))
+    report = run_scan(tmp_path / "train.txt")
+    assert report.source.kind == "hdf5-list"
+    assert [(loc.path, loc.line, loc.detail) for loc in finding(report, "S005").locations] == [
+        (
+            "train.txt",
+            lines,
+            "Caffe's HDF5Data layer reads the names 'data/part', '3.h5' from this line, not the file "
+            "'data/part 3.h5' (a name with spaces)",
+        )
+    ]
+    assert report.summary.items_scanned == 8 * lines and report.exit_code() == 1
+
+
 def test_detection_walks_a_folder_once_and_forgets_it_after(tmp_path: Path) -> None:
     """Each format's test walked the whole folder again (HDF5, then NumPy): seconds on a folder of a million
     files. Inside ``shared_listings`` a folder is listed once; outside it, every walk sees the folder as it is."""

@@ -416,6 +416,9 @@ class NumpySource(Source):
             detail = f"not a readable zip archive ({exc}; truncated?): {found}"
             partial.add("S001", where.model_copy(update={"detail": detail}))
             listed = list(recovered)
+        else:
+            if not listed:  # np.savez() with no array: np.load gives an empty mapping
+                partial.add("S006", where.model_copy(update={"detail": "the archive holds no array"}))
         stem = rel[:-4] if rel.lower().endswith(".npz") else rel
         arrays: list[_Array] = []
         for member in self._read_by_numpy(rel, listed):

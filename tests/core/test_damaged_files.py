@@ -316,7 +316,7 @@ def test_types_numpy_cannot_hold_and_files_without_data(tmp_path: Path, rng: np.
     with h5py.File(empty, "w") as fh:
         fh.create_group("runs/2024").attrs["note"] = "nothing yet"
     report = run_scan(empty)
-    assert codes(report) == {"S006"} and "no dataset" in (finding(report, "S006").locations[0].detail or "")
+    assert codes(report) == {"S006", "S008"} and "no dataset" in (finding(report, "S006").locations[0].detail or "")
 
 
 def _crashing_h5(bad: Path, rng: np.random.Generator) -> None:
@@ -389,3 +389,27 @@ def test_a_dangling_link_in_an_hdf5_folder_is_a_missing_file(tmp_path: Path, rng
     (gone,) = finding(report, "S004").locations
     assert gone.path == "part-1.h5" and "does not exist" in (gone.detail or "")
     assert [loc.index for loc in finding(report, "V001").locations] == [1]
+
+
+def test_a_dataset_of_no_sample_at_all_fails_and_one_empty_part_warns(tmp_path: Path) -> None:
+    """An empty part of a dataset is empty-dataset, a warning; when nothing holds a sample, training cannot
+    start (a shuffling sampler raises on zero samples): no-samples, an error. It passed with a warning."""
+    np.save(tmp_path / "rows.npy", np.zeros((0, 4), np.float32))
+    np.savez(tmp_path / "nothing.npz")
+    with h5py.File(tmp_path / "groups.h5", "w") as fh:
+        fh.create_group("g")
+    (tmp_path / "list.csv").write_text("path,label\n")
+    for name in ("rows.npy", "nothing.npz", "groups.h5", "list.csv"):
+        report = run_scan(tmp_path / name)
+        assert codes(report) == {"S006", "S008"}, (name, codes(report))
+        assert [(loc.path, loc.detail) for loc in finding(report, "S008").locations] == [
+            (name, "0 samples in the whole dataset")
+        ]
+        assert report.exit_code() == 1
+    folder = tmp_path / "mixed"
+    write_h5(folder / "data.h5", {"x": np.arange(6, dtype=np.float32).reshape(3, 2)})
+    with h5py.File(folder / "empty.h5", "w"):
+        pass
+    report = run_scan(folder)
+    assert codes(report) == {"S006"} and report.exit_code() == 0  # one empty file among others: a warning
+    assert codes(run_scan(tmp_path / "groups.h5", ignore=["S008"])) == {"S006"}

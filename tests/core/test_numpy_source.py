@@ -336,10 +336,15 @@ def test_zero_d_and_empty_arrays(tmp_path: Path) -> None:
     np.save(tmp_path / "scalar.npy", np.float32(np.nan))
     np.save(tmp_path / "empty.npy", np.zeros((0, 5), np.float32))
     np.savez(tmp_path / "z.npz", none=np.zeros((4, 0)), one=np.array(np.inf))
+    np.savez(tmp_path / "nothing.npz")  # no array at all: it passed without a word
     report = run_scan(tmp_path)
     assert places(report, "V001") == [("scalar.npy", None, None)]
     assert places(report, "V002") == [("z.npz", "one", None)]
-    assert places(report, "S006") == [("empty.npy", None, None), ("z.npz", "none", None)]
+    assert places(report, "S006") == [("empty.npy", None, None), ("nothing.npz", None, None), ("z.npz", "none", None)]
+    alone = run_scan(tmp_path / "nothing.npz")
+    assert [(loc.path, loc.detail) for loc in finding(alone, "S006").locations] == [
+        ("nothing.npz", "the archive holds no array")
+    ]
 
 
 def test_detection_keeps_other_kinds(tmp_path: Path) -> None:

@@ -115,8 +115,12 @@ def test_label_invalid_and_missing_class(datum_env: Callable[..., Path]) -> None
 
 def test_empty_environment(make_env: EnvMaker) -> None:
     report = run_scan(make_env([]))
-    assert codes(report) == {"S006"}
+    assert codes(report) == {"S006", "S008"}  # the environment is empty, and so is the dataset: no pass
     assert finding(report, "S006").locations[0].path == "data.mdb"
+    assert [(loc.path, loc.detail) for loc in finding(report, "S008").locations] == [
+        ("data.mdb", "0 samples in the whole dataset")
+    ]
+    assert report.exit_code() == 1
 
 
 @pytest.mark.parametrize(("workers", "shard_bytes"), [(0, 1 << 16), (2, 1 << 16), (2, 64 << 20)])

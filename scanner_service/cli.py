@@ -72,11 +72,11 @@ class RichProgress:
         self.progress.update(self.task, advance=nbytes, items=self.items)
 
     def finish(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # (stopped while it started: Ctrl-C inside ``start``)
             self.progress.stop()
-        except Exception:  # stopped while it started (Ctrl-C inside ``start``): the cursor shown, at least
-            with contextlib.suppress(Exception):
-                self.progress.console.show_cursor(True)
+        with contextlib.suppress(Exception):  # the cursor shown in any case (it is, when ``stop`` got there)
+            self.progress.console.show_cursor(True)
+            self.progress.console.file.flush()
 
     def _restore_on_sigterm(self) -> None:
         """SIGTERM still ends the command by the signal (its default), after the bar is erased and the cursor

@@ -913,7 +913,7 @@ def _on_a_terminal_until_stopped(command: list[str], stop: Any) -> tuple[int, by
         os.execv(sys.executable, [sys.executable, *command[1:]])
     out, stopped, deadline = b"", False, time.monotonic() + 120
     while time.monotonic() < deadline:
-        if not stopped and b"\x1b[?25l" in out:
+        if not stopped and b"\x1b[?25l" in out and b"items" in out.rsplit(b"\x1b[?25l", 1)[1]:  # (drawn once)
             stop(pid, fd)
             stopped = True
         ready, _, _ = select.select([fd], [], [], 0.5)

@@ -353,6 +353,15 @@ def _folders_above(folder: str, root: str) -> frozenset[tuple[int, int]]:
     return frozenset(found)
 
 
+EMPTY_CLASS = "the class folder holds no image: torchvision's ImageFolder raises FileNotFoundError"
+
+SPECIAL = "a named pipe, socket or device named as an image: ImageFolder lists it, and opening it blocks or fails"
+
+Walked = tuple[list[str], list[str], list[str], list[tuple[str, str]]]
+"""What walking a folder meets besides images: (links out of the roots, folders it cannot list, named pipes
+named as images, class folders without an image (folder, detail))."""
+
+
 def walk_files(
     folder: str,
     root: str,
@@ -361,10 +370,13 @@ def walk_files(
     outside: Outside | None = None,
     links_out: list[str] | None = None,
     unlistable: list[str] | None = None,
+    special: list[str] | None = None,
 ) -> list[tuple[str, int]]:
     """(path relative to ``root``, size) of the files below ``folder``, in ImageFolder order (sorted
     folders, sorted names within each), skipping non-data. Size -1: the file cannot be stat'ed. Links that
     leave a confined scan's roots (``outside``) are not followed: their paths (relative) go to ``links_out``.
+    Named pipes, sockets and devices are never opened; those named as images (which torchvision's ImageFolder
+    lists, and whose open blocks or fails) go to ``special``, the others are skipped.
 
     A file whose extension is neither an image's nor a known non-image one (``.pts`` landmarks, ``.xlsx``)
     is scanned only when ``probe`` says it starts like an image; files without an extension always are."""
@@ -415,7 +427,10 @@ def walk_files(
                 size = -1
             else:
                 if not stat.S_ISREG(st.st_mode):  # a named pipe, socket or device: opening it may block forever
-                    skipped["not a regular file"] += 1
+                    if special is not None and ext in IMAGE_EXTENSIONS:
+                        special.append(entry.path[prefix:].replace(os.sep, "/"))
+                    else:
+                        skipped["not a regular file"] += 1
                     continue
                 size = st.st_size
                 if ext and ext not in IMAGE_EXTENSIONS and not probe(entry.path):
@@ -497,22 +512,25 @@ class ImageFolderSource(ImageFilesSource):
         out: list[Entry] = []
         links_out: list[str] = []
         unlistable: list[str] = []
+        special: list[str] = []
+        empty: list[tuple[str, str]] = []
+        walked = (links_out, unlistable, special, empty)
         splits = self.splits(classes) if classes is not None else None
         if splits is not None:
-            out = self._split_entries(splits, partial, skipped, links_out, unlistable)
+            out = self._split_entries(splits, partial, skipped, walked)
             hidden = [name for name in classes or () if name not in splits]
             partial.info["images.layout"] = f"splits: {', '.join(splits)}"
             refused = [name for name in splits if link_out(os.path.join(root, name), self.fenced)]
             partial.info[SPLITS_NOTE] = _splits_note(splits, hidden, refused)
         elif classes is None:
-            found = walk_files(root, root, skipped, self.probe, self.fenced, links_out, unlistable)
+            found = walk_files(root, root, skipped, self.probe, self.fenced, links_out, unlistable, special)
             out = [Entry(rel, size) for rel, size in found]
             partial.info["images.layout"] = "flat folder (no class sub-folders: no labels)"
         else:
             partial.labels[self.stream] = LabelTally(
                 path=".", classes=classes, dtype_kind="i", run_threshold=self.config.run_threshold
             )
-            out = self._class_entries(root, "", classes, classes, None, skipped, links_out, unlistable)
+            out = self._class_entries(root, "", classes, classes, None, skipped, walked)
             partial.info["images.layout"] = f"ImageFolder: {len(classes)} class folders"
         if skipped:
             listed = ", ".join(f"{n} {what}" for what, n in sorted(skipped.items()))
@@ -522,6 +540,10 @@ class ImageFolderSource(ImageFilesSource):
             partial.add("S001", Location(path=link, detail=LINK_OUT))
         for folder in unlistable:
             partial.add("S001", Location(path=folder, detail=UNLISTABLE))
+        for path in special:
+            partial.add("S001", Location(path=path, detail=SPECIAL))
+        for folder, holds in empty:
+            partial.add("I014", Location(path=folder, detail=holds))
         for e in out:
             if e.size < 0:
                 partial.add("S001", Location(path=e.path, detail="cannot be opened (a broken link?)"))
@@ -535,11 +557,12 @@ class ImageFolderSource(ImageFilesSource):
         classes: list[str],
         split: str | None,
         skipped: Counter[str],
-        links_out: list[str],
-        unlistable: list[str],
+        walked: Walked,
     ) -> list[Entry]:
         """The files of the class folders ``present`` below ``root/prefix``, labelled by their place in
-        ``classes``."""
+        ``classes``. ``walked``: what the walks meet besides images (``entries``), class folders without an
+        image among them."""
+        links_out, unlistable, special, empty = walked
         out: list[Entry] = []
         have = set(present)
         for label, name in enumerate(classes):
@@ -549,8 +572,11 @@ class ImageFolderSource(ImageFilesSource):
             if link_out(folder, self.fenced):  # a class all the same (the numbering)
                 links_out.append(prefix + name)
                 continue
-            found = walk_files(folder, root, skipped, self.probe, self.fenced, links_out, unlistable)
+            before = len(special)
+            found = walk_files(folder, root, skipped, self.probe, self.fenced, links_out, unlistable, special)
             out += [Entry(rel, size, None, label, split) for rel, size in found]
+            if not found and len(special) == before:
+                empty.append((prefix + name, EMPTY_CLASS))
         return out
 
     def _split_entries(
@@ -558,11 +584,11 @@ class ImageFolderSource(ImageFilesSource):
         splits: dict[str, list[str] | None],
         partial: Partial,
         skipped: Counter[str],
-        links_out: list[str],
-        unlistable: list[str],
+        walked: Walked,
     ) -> list[Entry]:
         """The files of every split, in order; a label stream per split with class folders, whose classes
         are the class folders of all splits."""
+        links_out, unlistable, special, _ = walked
         root = os.fspath(self.path)
         union = sorted({name for classes in splits.values() for name in classes or ()})
         out: list[Entry] = []
@@ -572,14 +598,14 @@ class ImageFolderSource(ImageFilesSource):
                 links_out.append(split)
                 continue
             if present is None:
-                found = walk_files(folder, root, skipped, self.probe, self.fenced, links_out, unlistable)
+                found = walk_files(folder, root, skipped, self.probe, self.fenced, links_out, unlistable, special)
                 out += [Entry(rel, size, split=split) for rel, size in found]
                 continue
             skipped.update(self.layout(folder)[1])  # a split's LICENSE, README
             partial.labels[split] = LabelTally(
                 path=split, classes=union, dtype_kind="i", run_threshold=self.config.run_threshold
             )
-            out += self._class_entries(root, split + "/", present, union, split, skipped, links_out, unlistable)
+            out += self._class_entries(root, split + "/", present, union, split, skipped, walked)
         return out
 
 

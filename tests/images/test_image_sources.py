@@ -53,6 +53,16 @@ def test_imagefolder_classes_include_empty_and_hidden_folders(
         (".", None, "class 0 (.ipynb_checkpoints)"),
         (".", None, "class 3 (zebra)"),
     ]
+    # ImageFolder(root) raises FileNotFoundError on a class folder without an image: an error, not a pass
+    assert _locs(report, "I014") == [
+        (
+            ".ipynb_checkpoints",
+            None,
+            "the class folder holds no image: torchvision's ImageFolder raises FileNotFoundError",
+        ),
+        ("zebra", None, "the class folder holds no image: torchvision's ImageFolder raises FileNotFoundError"),
+    ]
+    assert report.exit_code() == 1
     assert report.info["images.layout"] == "ImageFolder: 4 class folders"
     assert "2 files not scanned" in report.info["images.skipped"]
 

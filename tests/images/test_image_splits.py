@@ -72,6 +72,11 @@ def test_a_class_missing_in_val_is_a_missing_class_in_val_only(
         ("val", "class 0 (bird)"),
     ]
     assert _tables(report)["val"] == [(0, "bird", 0), (1, "cat", 1), (2, "dog", 1)]
+    # ImageFolder("data/test") raises on its empty bird folder; val's missing bird folder is no folder at all
+    empty = finding(report, "I014")
+    assert [(loc.path, loc.detail) for loc in empty.locations] == [
+        ("test/bird", "the class folder holds no image: torchvision's ImageFolder raises FileNotFoundError")
+    ]
     # --num-classes applies to each split
     report = scan_dir(tmp_path, num_classes=4)
     assert [loc for loc in _details(report, "L003") if loc[0] == "train"] == [("train", "class 3")]

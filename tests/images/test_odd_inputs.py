@@ -50,16 +50,27 @@ def test_image_list_with_a_bom_and_a_nul_byte(write: Write, rng: np.random.Gener
     assert report.summary.items_scanned == 2
 
 
-def test_a_named_pipe_in_a_folder_is_skipped_not_opened(tmp_path: Path, rng: np.random.Generator) -> None:
+def test_a_named_pipe_in_a_folder_is_never_opened_and_reported_when_named_as_an_image(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    # torchvision's ImageFolder lists every file with an image extension, a named pipe too, and its open then
+    # blocks until a writer comes: forever. One named as an image was an info note only (exit status 0).
     folder = tmp_path / "imgs"
     (folder / "cls").mkdir(parents=True)
     (folder / "cls" / "a.jpg").write_bytes(jpeg(rng))
     os.mkfifo(folder / "cls" / "pipe.jpg")  # opening it would block until a writer comes: forever
-    os.mkfifo(folder / "cls" / "pipe")
+    os.mkfifo(folder / "cls" / "pipe")  # no image extension: no loader lists it
     status, report = cli_json(folder)
-    assert status == 0
+    assert status == 1
     assert report["summary"]["items_scanned"] == 1
-    assert "2 not a regular file" in report["info"]["images.skipped"]
+    assert "1 not a regular file" in report["info"]["images.skipped"]
+    (refused,) = [f for f in report["findings"] if f["code"] == "S001"]
+    assert [(loc["path"], loc["detail"]) for loc in refused["locations"]] == [
+        (
+            "cls/pipe.jpg",
+            "a named pipe, socket or device named as an image: ImageFolder lists it, and opening it blocks or fails",
+        )
+    ]
     listing = folder / "cls" / "list.txt"
     listing.write_text("a.jpg 0\npipe.jpg 1\n")
     listed = scan_dir(listing)

@@ -216,7 +216,10 @@ class Settings(BaseSettings):
             "task_soft_time_limit": self.task_soft_time_limit_s,
             "task_time_limit": self.hard_time_limit_s,
             "worker_max_memory_per_child": self.worker_max_memory_kb,
-            "result_expires": self.retention_s,
+            # how long Celery keeps task results, the count of a chord's shards among them: a scan whose last
+            # shard ends after its chord's count expired is never merged, so this bounds how long a scan may
+            # run (queueing included), not how long reports are kept (``retention_s``)
+            "result_expires": max(self.retention_s, SCAN_RESULTS_KEPT_S),
             "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.5},
             "worker_hijack_root_logger": False,
             "worker_redirect_stdouts": False,
@@ -224,6 +227,11 @@ class Settings(BaseSettings):
             "worker_enable_remote_control": True,
             "enable_utc": True,
         }
+
+
+SCAN_RESULTS_KEPT_S = 30 * 24 * 3600
+"""The longest a scan may take, from its plan to its last shard (Celery's ``result_expires``, when the
+retention is shorter)."""
 
 
 @functools.cache

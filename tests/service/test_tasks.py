@@ -16,7 +16,7 @@ import pytest
 from scanner_service import engine
 from scanner_service.config import ScanConfig
 from scanner_service.partial import Partial
-from workers.settings import Settings, get_settings
+from workers.settings import SCAN_RESULTS_KEPT_S, Settings, get_settings
 from workers.store import JobStatus, Store
 
 from .conftest import delete_prefix
@@ -228,3 +228,8 @@ def test_settings_refuse_placeholders_and_missing_roots(tmp_path: Path, monkeypa
     assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"] and conf["worker_prefetch_multiplier"] == 1
     assert conf["task_serializer"] == "json" and conf["accept_content"] == ["json"]
     assert json.dumps(conf)  # plain data
+    # a chord's count of shards lives as long as Celery's results: with the retention of reports (60 s here), a
+    # scan still queued or running after it was never merged (running 100% forever)
+    short = Settings(**base, retention_s=60).celery_conf()  # type: ignore[arg-type]
+    assert short["result_expires"] == SCAN_RESULTS_KEPT_S == 30 * 24 * 3600
+    assert Settings(**base, retention_s=90 * 86400).celery_conf()["result_expires"] == 90 * 86400  # type: ignore[arg-type]

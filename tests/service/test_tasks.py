@@ -233,3 +233,29 @@ def test_settings_refuse_placeholders_and_missing_roots(tmp_path: Path, monkeypa
     short = Settings(**base, retention_s=60).celery_conf()  # type: ignore[arg-type]
     assert short["result_expires"] == SCAN_RESULTS_KEPT_S == 30 * 24 * 3600
     assert Settings(**base, retention_s=90 * 86400).celery_conf()["result_expires"] == 90 * 86400  # type: ignore[arg-type]
+
+
+def test_shards_queue_behind_plans_and_merges(tasks: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan whose shards were done waited at "running 100%" for the shards of every scan queued after it,
+    its merge at the back of one first-in first-out queue. Shards go at a lower priority: on Redis a worker
+    takes every task of priority 0 (plans, merges) before them."""
+    from workers.app import app
+
+    captured: list[Any] = []
+    monkeypatch.setattr(tasks, "chord", lambda header: captured.extend(header) or (lambda callback: None))
+    st = tasks.store()
+    job_id = queued_job(st, tmp_path)
+    planned = engine.plan(tmp_path / "small.h5", ScanConfig(shard_bytes=64))
+    assert len(planned.shards) > 1
+    tasks.dispatch(st, job_id, planned)
+    assert [sig.options.get("priority") for sig in captured] == [tasks.SHARD_PRIORITY] * len(planned.shards)
+    # and the broker, as configured, hands out priority 0 first whatever was queued before it
+    with app.connection_for_write() as conn:
+        queue = conn.SimpleQueue(f"{get_settings().queue}-order")
+        try:
+            queue.put({"task": "shard"}, priority=tasks.SHARD_PRIORITY)
+            queue.put({"task": "merge"})
+            assert [queue.get(timeout=5).payload["task"] for _ in range(2)] == ["merge", "shard"]
+        finally:
+            queue.clear()
+            queue.close()

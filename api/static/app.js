@@ -356,7 +356,12 @@
       // unknown check code
       const first = /^(\w+) '/.exec(message);
       if (first && fieldNamed(first[1])) return fieldNamed(first[1]);
-      if (/\bpath\b|data roots|does not exist/.test(message)) return path;
+      if (/\bpath\b|data roots|does not exist|not a dataset dscan can read|cannot be read/.test(message)) return path;
+      if (/leave no check/.test(message)) {
+        // the checks the selection leaves: the list of chosen checks, else the ignored ones
+        const select = fieldNamed("select");
+        return select && select.value.trim() ? select : fieldNamed("ignore");
+      }
       const named = [...form.elements].find((el) => el.name && el.name !== "path" && message.includes(`${el.name}:`));
       if (named) return named;
       const code = /unknown check '([^']+)'/.exec(message);

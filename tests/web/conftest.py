@@ -117,6 +117,7 @@ def web_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The data root of the page tests' services."""
     root = tmp_path_factory.mktemp("web-roots") / "data"
     write_defects(root / "defects")
+    (root / "defects" / "notes.txt").write_text("how the data was made\n")  # a file of no format dscan reads
     write_many_nans(root / "many-nans" / "nans.h5")
     write_pets(root / "pets")
     clean = root / "clean"

@@ -56,13 +56,14 @@ RETRY: dict[str, Any] = {"autoretry_for": UNAVAILABLE, "retry_backoff": 1, "retr
 """Redis unreachable inside a task: try again later (the job's state is all in Redis)."""
 
 REDIS_PATIENCE_S = 120.0
+"""How long a task step waits for an unreachable Redis to come back. A retry through Celery is no help in
+a short outage: it needs the broker, which is that same Redis, and a task that cannot be re-queued is
+dropped, failing its job."""
+
 SHARD_PRIORITY = 6
 """The queue priority of shard tasks. On Redis, a worker takes priority 0 first (kombu keeps a list per
 priority step, 0, 3, 6, 9), where plan and merge tasks go: a scan whose shards are done is merged at once,
 not after the shards of every scan queued since (it stood at "running 100%" meanwhile)."""
-"""How long a task step waits for an unreachable Redis to come back. A retry through Celery is no help in
-a short outage: it needs the broker, which is that same Redis, and a task that cannot be re-queued is
-dropped, failing its job."""
 
 T = TypeVar("T")
 

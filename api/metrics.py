@@ -19,6 +19,7 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         try:
+            self.store.prune()  # jobs whose records expired leave the counts (only a listing dropped them)
             counts = self.store.counts()
             totals = self.store.metrics()
             up = 1.0

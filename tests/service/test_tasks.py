@@ -259,3 +259,21 @@ def test_shards_queue_behind_plans_and_merges(tasks: Any, tmp_path: Path, monkey
         finally:
             queue.clear()
             queue.close()
+
+
+def test_job_counts_leave_out_jobs_whose_records_expired(tasks: Any, tmp_path: Path) -> None:
+    """``dscan_jobs{status}`` counted jobs whose records had expired until someone listed the scans."""
+    from api.metrics import StoreCollector
+
+    st = tasks.store()
+    job_id = queued_job(st, tmp_path)
+    old = time.time() - st.retention - 100
+    st.redis.zadd(st.index_key(), {job_id: old})  # created long ago
+    st.redis.zadd(st.index_key(JobStatus.QUEUED), {job_id: old})
+    st.redis.delete(st.job_key(job_id))  # and its record expired since
+
+    def queued() -> float:
+        jobs = next(m for m in StoreCollector(st).collect() if m.name == "dscan_jobs")
+        return next(s.value for s in jobs.samples if s.labels["status"] == "queued")
+
+    assert queued() == 0

@@ -235,3 +235,16 @@ def test_serve_without_redis_server_says_what_to_do(monkeypatch: pytest.MonkeyPa
         PrivateRedis.start()
     out = dscan("serve", env={**{k: v for k, v in os.environ.items() if not k.startswith("DSCAN_")}, "PATH": ""})
     assert out.returncode == 2 and "data roots" in out.stderr
+
+
+def test_submit_wait_names_the_config_file_it_took_options_from(service: Service, tmp_path: Path) -> None:
+    """`dscan scan` notes the dscan.toml it read; `dscan submit --wait` applied the same file without a word."""
+    (tmp_path / "dscan.toml").write_text('fail-on = "never"\nmax-locations = 5\n')
+    small = str(service.data_root / "small")
+    args = ["--format", "json"]
+    gate = dscan("submit", small, "--server", service.url, "--token", TOKEN, "--wait", *args, cwd=tmp_path)
+    local = dscan("scan", small, *args, cwd=tmp_path)
+    assert gate.returncode == local.returncode == 0, gate.stderr
+    said = json.loads(gate.stdout)["info"].get("config.file")
+    assert said == json.loads(local.stdout)["info"]["config.file"]
+    assert said == f"options from {tmp_path / 'dscan.toml'}: fail-on, max-locations"

@@ -63,6 +63,8 @@ def render(report: Report, color: bool = False, width: int = 100, encoding: str 
             continue
         console.print()
         counts = f"{counted(lab.total, 'label')}, {counted(lab.distinct, 'class', 'classes')}"
+        if lab.missing_count:  # (the table lists the missing ones too: "2 classes" above 3 rows read wrong)
+            counts += f" with samples, {lab.missing_count:,} missing"
         title = f"labels {label_title(lab.stream, lab.path, lab.dataset)}: {counts}"
         if lab.imbalance_ratio:
             title += f", imbalance {lab.imbalance_ratio:.1f}x"

@@ -203,6 +203,7 @@ def test_cli_json_of_a_split_tree(tmp_path: Path, write: Write, rng: np.random.G
     assert "(leakage between splits)" in found["I013"][0]["detail"]
     assert report["info"]["images.splits"].startswith("split layout: train, val,")
     text = CliRunner().invoke(main, ["scan", str(tmp_path / "data")]).output
-    assert "labels train: 4 labels, 2 classes" in text and "labels val: 2 labels, 1 class" in text
+    assert "labels train: 4 labels, 2 classes, imbalance" in text
+    assert "labels val: 2 labels, 1 class with samples, 1 missing" in text  # (its table lists both classes)
     assert "1 classes" not in text
     assert "note: split layout: train, val" in text

@@ -572,10 +572,10 @@ class ImageFolderSource(ImageFilesSource):
             if link_out(folder, self.fenced):  # a class all the same (the numbering)
                 links_out.append(prefix + name)
                 continue
-            before = len(special)
+            before = (len(special), len(unlistable))
             found = walk_files(folder, root, skipped, self.probe, self.fenced, links_out, unlistable, special)
             out += [Entry(rel, size, None, label, split) for rel, size in found]
-            if not found and len(special) == before:
+            if not found and (len(special), len(unlistable)) == before:  # (one it cannot list is S001 already)
                 empty.append((prefix + name, EMPTY_CLASS))
         return out
 

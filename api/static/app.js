@@ -7,6 +7,7 @@
   const NO_VALUE = "—";
   const FAST_MS = 1000;
   const SLOW_MS = 10000;
+  const WORKERS_MS = 20000; // how often a running scan's page asks whether any worker answers
   const $ = (selector, root = document) => root.querySelector(selector);
 
   // -- numbers in words (as api/pages/views.py writes them) ------------------------------------------
@@ -379,6 +380,7 @@
     const url = section.dataset.api;
     const announce = $("#scan-announce");
     let lastDecile = -1;
+    let noWorker = false;
 
     function update(job) {
       const p = job.progress;
@@ -388,7 +390,7 @@
       const [perSecond, itemsPerSecond] = rates(job);
       $("#scan-rate").textContent = perSecond;
       $("#scan-rate-items").textContent = itemsPerSecond;
-      $("#scan-eta").textContent = eta(job);
+      $("#scan-eta").textContent = noWorker ? "none while no worker runs" : eta(job);
       $("#scan-duration").textContent = humanDuration(job.duration_s);
       $("#scan-shards").textContent = `${humanCount(p.shards_done)} of ${humanCount(p.shards_total)}`;
       const status = $("#scan-status");
@@ -403,6 +405,26 @@
 
     const stale = $("#scan-stale");
     let shownAt = new Date();
+
+    // With no worker running, a scan waits for ever, its time left growing: say so (the service's readiness
+    // check pings the workers), and again every WORKERS_MS while the page shows the scan.
+    const workers = $("#scan-workers");
+    async function checkWorkers() {
+      try {
+        const r = await fetch("/readyz", { headers: { Accept: "application/json" } });
+        const body = await r.json();
+        noWorker = body.redis === "ok" && body.workers_answering === false;
+        workers.textContent = noWorker
+          ? "No worker answers: the scan waits until one starts (`celery -A workers.app worker`, or `dscan serve`)."
+          : "";
+        workers.hidden = !noWorker;
+        if (noWorker) $("#scan-eta").textContent = "none while no worker runs";
+      } catch (err) {
+        // the service does not answer: the notice above says so
+      }
+      setTimeout(checkWorkers, WORKERS_MS);
+    }
+    checkWorkers();
 
     // The numbers on the page stop moving when the service stops answering: say so, and since when, rather
     // than go on showing a scan running with minutes left (it kept "Running, about 1 min left" for ever).

@@ -225,6 +225,26 @@ def test_jobs_list_follows_progress_without_reloading(browser: Any, page_service
     page.close()
 
 
+def test_a_running_scan_says_when_no_worker_answers(browser: Any, page_service: Service) -> None:
+    """With no worker running, a scan waits for ever: its page showed it running, its time left growing, and
+    nothing else. It says so now, and gives no time left; with a worker, it says nothing of the kind."""
+    job_id = seed_job(page_service, "defects", "running", items_total=1000, bytes_total=100 << 20, shards_total=4)
+    page_service.store_client().hset(page_service.key("job", job_id), mapping={"bytes_done": 10 << 20})
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(f"{page_service.url}/scans/{job_id}")
+    expect(page.locator("#scan-workers")).to_contain_text("No worker answers: the scan waits until one starts")
+    expect(page.locator("#scan-eta")).to_have_text("none while no worker runs")
+    # a worker answering (the readiness answer of a service with one; this service has none to ping)
+    ready = {"ready": True, "redis": "ok", "workers_answering": True}
+    page.route("**/readyz", lambda route: route.fulfill(json=ready))
+    with page.expect_response("**/readyz"):
+        page.reload()
+    page.wait_for_timeout(300)
+    expect(page.locator("#scan-workers")).to_be_hidden()
+    assert page.inner_text("#scan-eta") != "none while no worker runs"
+    page.close()
+
+
 def test_a_running_scan_and_cancel(browser: Any, web_service: Service, artifacts: Path) -> None:
     """A scan page while its job runs: live progress, then the cancel button ends it."""
     job_id = seed_job(

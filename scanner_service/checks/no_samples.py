@@ -37,7 +37,7 @@ def finalize(ctx: ScanContext) -> None:
         return  # (no empty part: the samples are there, left unscanned, such as pickled records)
     from . import BY_CODE  # (this module is one of the catalogue's)
 
-    if any(BY_CODE[code].severity is not Severity.INFO for code, t in partial.findings.items() if code != "S006"):
+    if any(BY_CODE[code].severity is not Severity.INFO for code in partial.findings if code != "S006"):
         return  # the scan says why already (an error fails it; a warning names what was left out)
     if any(key.endswith(LEFT_OUT) for key in partial.info):
         return

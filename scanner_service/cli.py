@@ -28,7 +28,7 @@ from .config import file_note, load_config
 from .errors import DscanError, OutputError, SourceError, UsageError
 from .head_start import HeadStart
 from .render import FORMATS, render
-from .report import Report, no_check_applies
+from .report import Report
 from .runner import scan
 from .text import printable
 
@@ -426,7 +426,7 @@ def ran_some_check(report: Report) -> Report:
     file runs none: its pass would say nothing about the data, like a --select that --ignore empties."""
     if report.checks_run():
         return report
-    raise UsageError(no_check_applies(report.source.kind))
+    raise UsageError(report.no_check_reason())
 
 
 def run_demo(fmt: str, output: Path | None, workers: int | None, flags: dict[str, Any]) -> None:

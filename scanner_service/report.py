@@ -153,12 +153,37 @@ class Report(BaseModel):
         return 0 if self.summary.passed else 1
 
     def checks_run(self) -> frozenset[str]:
-        """The codes of the checks that ran: enabled, and of a family that applies to the kind of dataset (or
-        with a finding). None left means a pass that says nothing about the data."""
+        """The codes of the checks that ran: enabled, of a family that applies to the kind of dataset and that
+        met something of its own in this one (``unmet_families``), or with a finding. None left means a pass
+        that says nothing about the data."""
         found = {f.code for f in self.findings}
         enabled = checks.enabled_codes(self.config.select, self.config.ignore)
         applicable = applicable_checks(self.source.kind, self.config.select, self.config.ignore)
-        return applicable | frozenset(code for code in enabled if code in found)
+        unmet = self.unmet_families()
+        return frozenset(code for code in applicable if code[0] not in unmet) | (enabled & found)
+
+    def unmet_families(self) -> dict[str, str]:
+        """The families of checks that apply to the kind of dataset but met nothing of theirs in this one, each
+        with what it lacked: image checks on an LMDB whose records hold no image (no decoder judged one), label
+        checks where no label stream was read."""
+        unmet = {}
+        if self.source.kind == "lmdb" and not any(key.startswith("decoder.") for key in self.info):
+            unmet["I"] = "its records hold no image"
+        if not self.labels:
+            unmet["L"] = "no labels were read from it"
+        return unmet
+
+    def no_check_reason(self) -> str:
+        """Why no check ran (``checks_run`` is empty): the message of the usage error that replaces the pass."""
+        kind = self.source.kind
+        if not applicable_checks(kind, self.config.select, self.config.ignore):
+            return no_check_applies(kind)
+        selected = {code[0] for code in applicable_checks(kind, self.config.select, self.config.ignore)}
+        lacks = "; ".join(f"{why} ({family})" for family, why in self.unmet_families().items() if family in selected)
+        return (
+            f"select and ignore leave only checks that had nothing to check in this {kind} dataset: {lacks}. "
+            "`dscan checks` lists the checks"
+        )
 
 
 def _round(x: float | None) -> float | None:

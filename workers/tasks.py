@@ -321,6 +321,9 @@ def _merge(st: Store, job_id: str) -> None:
     source = SourceInfo.model_validate(plan["source"])
     duration = job.duration_s if job.duration_s is not None else time.time() - job.created  # (without waits)
     report = build_report(source, merged, config, duration)
+    if not report.checks_run():  # a pass that says nothing about the data: no verdict, as `dscan scan` gives
+        end(st, job_id, JobStatus.FAILED, error=report.no_check_reason())
+        return
     st.save_report(job_id, render(report, "json"))
     end(
         st,

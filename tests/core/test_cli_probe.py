@@ -61,6 +61,17 @@ def test_a_select_of_checks_that_do_not_apply_to_the_dataset_is_no_pass(dirty: P
     assert code == 1 and "V001 nan-value" in out  # one check that applies is enough
 
 
+def test_a_select_of_label_checks_on_data_without_labels_is_no_pass(tmp_path: Path) -> None:
+    """``--select L`` on an HDF5 file that holds no label dataset ran no label check and passed: a CI gate
+    that meant to check the labels passed data it never looked at."""
+    data = write_h5(tmp_path / "features.h5", {"x": np.arange(40, dtype=np.float32).reshape(10, 4)})
+    code, out = invoke("scan", str(data), "--select", "L", "-j", "0")
+    assert code == 2 and "nothing to check in this hdf5 dataset: no labels were read from it (L)" in out, out
+    labelled = write_h5(tmp_path / "train.h5", {"x": np.ones((10, 4), np.float32), "label": np.arange(10) % 2})
+    code, out = invoke("scan", str(labelled), "--select", "L", "-j", "0")
+    assert code == 0 and "PASSED" in out, out
+
+
 def test_what_a_numpy_scan_left_out_is_said_in_every_human_readable_format(tmp_path: Path) -> None:
     """An object array (never unpickled) and an HDF5 file beside the arrays are not scanned: the JSON report
     said so, the text, Markdown and JUnit reports passed without a word."""

@@ -152,6 +152,20 @@ def test_npy_header_parser_never_unpickles() -> None:
     assert header.shape == (2, 3) and header.dtype == np.dtype("<f2") and header.nbytes == 12
 
 
+def test_image_checks_alone_run_nothing_on_records_that_hold_no_image(make_env: EnvMaker, tmp_path: Path) -> None:
+    """``--select I`` on an LMDB of raw float32 tensors passed (exit status 0) with a NaN in it: the image
+    checks apply to LMDBs, but these records hold no image, so no check ran and the pass said nothing."""
+    records = [(key(i), np.full(12, i, np.float32).tobytes()) for i in range(20)]
+    records[9] = (key(9), np.array([np.nan] * 12, np.float32).tobytes())
+    raw = make_env(records)
+    report = run_scan(raw, decoder="raw:float32:3x4", select=["I"])
+    assert report.summary.passed and report.checks_run() == frozenset()
+    assert "nothing to check in this lmdb dataset: its records hold no image (I)" in report.no_check_reason()
+    assert "V001" in run_scan(raw, decoder="raw:float32:3x4", select=["I", "V"]).checks_run()
+    images = make_env([(key(i), datum(encoded=True, data=jpeg(i), label=0)) for i in range(5)], name="enc_lmdb")
+    assert "I003" in run_scan(images, select=["I"]).checks_run()
+
+
 def test_raw_decoder(make_env: EnvMaker) -> None:
     records = [(key(i), np.full(12, i, np.float32).tobytes()) for i in range(50)]
     records[3] = (key(3), np.array([0.0] * 11 + [np.nan], np.float32).tobytes())

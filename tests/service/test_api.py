@@ -182,6 +182,18 @@ def test_bad_options_are_422_with_a_message(service: Service, body: dict[str, An
     assert "Traceback" not in r.text
 
 
+def test_label_checks_alone_on_data_without_labels_end_the_job_without_a_pass(service: Service) -> None:
+    """``select: ["L"]`` on HDF5 files without labels: the label checks apply to HDF5, so the request is
+    accepted, but none met a label. The job passed, a verdict on data no check had read; it fails with
+    `dscan scan`'s message instead, and keeps no report."""
+    with service.client() as client:
+        job = submit(client, service.data_root / "small", select=["L"])
+        state = wait_job(client, job["id"])
+        assert state["status"] == "failed", state
+        assert "nothing to check in this hdf5 dataset: no labels were read from it (L)" in state["error"]
+        assert client.get(f"/api/v1/scans/{job['id']}/report").status_code in (404, 409)
+
+
 def test_malformed_requests(service: Service) -> None:
     with service.client() as client:
         r = client.post("/api/v1/scans", content=b"{not json", headers={"content-type": "application/json"})

@@ -277,9 +277,9 @@ def _non_finite(
 
     One ``isfinite`` pass finds the non-finite values. Where they are few (tabular data with NaN as its missing
     value), everything else works on their indices: their channels' counts come off the block's, and they are
-    patched in a copy. ``fmin`` and ``fmax`` skip NaN (Inf is made NaN in the copy first); the sums run in
-    float64 over the copy with 0.0 in their place (float64 as the masked sums before them: the report's digits
-    do not move). A channel ill-conditioned or overflowing in those sums takes the shifted path, masked.
+    patched in a copy. ``fmin`` and ``fmax`` skip NaN (every non-finite value is made a quiet NaN in the copy);
+    the sums run in float64 over the copy with 0.0 in their place (float64 as the masked sums before them: the
+    report's digits do not move). A channel ill-conditioned or overflowing in those sums takes the shifted path, masked.
     """
     finite = np.isfinite(view)
     rows, channels, rest = view.shape
@@ -299,14 +299,13 @@ def _non_finite(
     acc.nan += nan
     acc.inf += missing - nan
     axes = 0 if flat is not None else (0, 2)
-    if nan == missing:  # NaN only: fmin and fmax skip it in the block itself
-        some = view if flat is None else flat
-        lo, hi = np.fmin.reduce(some, axis=axes), np.fmax.reduce(some, axis=axes)
-    else:
-        _patch(line, work, bad, np.nan)
-        some = work if flat is None else work.reshape(rows, channels)
-        lo = np.fmin.reduce(some, axis=axes).astype(view.dtype)
-        hi = np.fmax.reduce(some, axis=axes).astype(view.dtype)
+    # Every NaN and Inf made a quiet NaN in the copy, even a block of NaN only: numpy's vectorised fmin and fmax
+    # skip quiet NaNs, but a signalling one (0x7f800001 as float32) made them miss the true extremes (a column
+    # of 1..5 and 70000 gave 5 as its max: no float16-overflow, a false constant-feature).
+    _patch(line, work, bad, np.nan)
+    some = work if flat is None else work.reshape(rows, channels)
+    lo = np.fmin.reduce(some, axis=axes).astype(view.dtype)
+    hi = np.fmax.reduce(some, axis=axes).astype(view.dtype)
     empty = count == 0  # every value of the channel NaN or Inf in this block: fmin and fmax give NaN
     lo[empty], hi[empty] = np.inf, -np.inf
     _patch(line, work, bad, 0.0)

@@ -69,6 +69,23 @@ def test_float16_nan_and_overflow_of_wider_floats(tmp_path: Path) -> None:
     assert f16.values == 3
 
 
+@pytest.mark.parametrize(("dtype", "signalling"), [("<f4", 0x7F800001), ("<f8", 0x7FF0000000000001)])
+def test_signalling_nans_do_not_hide_a_columns_range(
+    tmp_path: Path, rng: np.random.Generator, dtype: str, signalling: int
+) -> None:
+    """Two signalling NaNs in a column of a block without Inf made numpy's fmin/fmax miss the column's
+    extremes: 70000 went unseen (no float16-overflow) and the column was called constant."""
+    x = rng.normal(size=(10, 2)).astype(dtype)
+    x[3, 1] = 70000.0
+    x.view(f"<u{x.itemsize}")[[6, 8], 1] = signalling
+    report = run_scan(write_h5(tmp_path / "snan.h5", {"x": x}))
+    assert codes(report) == {"V001", "V003"}
+    assert [loc.index for loc in finding(report, "V001").locations] == [6, 8]
+    assert [loc.index for loc in finding(report, "V003").locations] == [3]
+    column = report.statistics[0].channels[1]
+    assert column["max"] == 70000.0 and column["count"] == 8
+
+
 def test_clean_data_has_no_finding_and_correct_statistics(tmp_path: Path, rng: np.random.Generator) -> None:
     data = (rng.normal(size=(5000, 3, 4, 4)) * [[[[1.0]], [[2.0]], [[3.0]]]] + 1000.0).astype(np.float32)
     path = write_h5(tmp_path / "c.h5", {"images": (data, {"chunks": (100, 3, 4, 4)})})

@@ -328,7 +328,7 @@ def _onehot_notes(partial: Partial, config: ScanConfig) -> dict[str, str]:
             )
         if oh.nonfinite:
             rows_hold = "row holds" if oh.nonfinite == 1 else "rows hold"
-            text += f"; {oh.nonfinite:,} {rows_hold} NaN or Inf (reported by missing-value or inf-value)"
+            text += f"; {oh.nonfinite:,} {rows_hold} NaN or Inf (reported by nan-value or inf-value)"
         out[ONEHOT_NOTE + stream] = text
     return out
 

@@ -110,7 +110,7 @@ def test_double_one_row_and_bad_values_are_l002(write: Callable[..., Path]) -> N
     y = _onehot(_ids())
     y[40, (np.argmax(y[40]) + 1) % K] = 1
     y[77, 0] = -1
-    y[90, 0] = np.nan  # missing-value's, not label-invalid's
+    y[90, 0] = np.nan  # nan-value's, not label-invalid's
     _, report = _scan(write(y))
     l002 = _finding(report, "L002")
     assert l002 is not None
@@ -120,6 +120,8 @@ def test_double_one_row_and_bad_values_are_l002(write: Callable[..., Path]) -> N
     assert by_index[77].startswith("negative value -1")
     v001 = _finding(report, "V001")
     assert v001 is not None and [loc["index"] for loc in v001["locations"]] == [90]
+    (note,) = [v for k, v in report["info"].items() if k.startswith("labels.onehot ")]
+    assert note.endswith("; 1 row holds NaN or Inf (reported by nan-value or inf-value)"), note
 
 
 def test_num_classes_below_k_makes_higher_columns_invalid(write: Callable[..., Path]) -> None:

@@ -21,5 +21,5 @@ CHECK = Check(
         "Install the package named in the detail (most plugin filters come with `pip install hdf5plugin`) "
         "wherever the data is read, or rewrite the dataset with gzip."
     ),
-    message="{count} dataset{s} use an unavailable compression filter",
+    message="unavailable compression filter in {count} dataset{s}",
 )

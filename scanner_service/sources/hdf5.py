@@ -863,8 +863,9 @@ class Hdf5Source(Source):
             unavailable = missing_filters(_filters(obj))
             if unavailable:
                 fid = unavailable[0]
-                fname, package = FILTER_PACKAGES.get(fid, (f"id {fid}", "the filter's HDF5 plugin"))
-                detail = f"filter {fname} (id {fid}) is not available: install {package}"
+                fname, package = FILTER_PACKAGES.get(fid, ("", "the filter's HDF5 plugin"))
+                named = f"filter {fname} (id {fid})" if fname else f"filter id {fid}"
+                detail = f"{named} is not available: install {package}"
                 partial.add("S003", Location(path=rel, line=line, dataset=shown, detail=detail))
                 return
             if shape is None:  # a null dataspace (h5py.Empty): a placeholder that holds no value, by design

@@ -413,3 +413,19 @@ def test_a_dataset_of_no_sample_at_all_fails_and_one_empty_part_warns(tmp_path: 
     report = run_scan(folder)
     assert codes(report) == {"S006"} and report.exit_code() == 0  # one empty file among others: a warning
     assert codes(run_scan(tmp_path / "groups.h5", ignore=["S008"])) == {"S006"}
+
+
+def test_an_unknown_filter_is_named_by_its_id_once(tmp_path: Path) -> None:
+    """A filter id nobody registered read "filter id 32500 (id 32500)", under "1 dataset use ..."."""
+    x = np.arange(60, dtype=np.float32).reshape(10, 6)
+    with h5py.File(tmp_path / "odd.h5", "w") as fh:
+        d = fh.create_dataset(
+            "x", shape=x.shape, dtype=x.dtype, chunks=(5, 6), compression=32500, allow_unknown_filter=True
+        )
+        for row in (0, 5):
+            d.id.write_direct_chunk((row, 0), x[row : row + 5].tobytes())
+    found = finding(run_scan(tmp_path / "odd.h5"), "S003")
+    assert found is not None and found.message == "unavailable compression filter in 1 dataset"
+    assert [loc.detail for loc in found.locations] == [
+        "filter id 32500 is not available: install the filter's HDF5 plugin"
+    ]

@@ -1073,10 +1073,16 @@ class Hdf5Source(Source):
                 partial.add("S001", where.model_copy(update={"detail": detail}))
                 return False
             if found is None and size:  # the read would fail with HDF5's generic "can't open external raw data file"
-                detail = (
-                    f"the external raw data file {printable(object_name(name))} that holds this dataset's values "
-                    "does not exist (HDF5 looks under HDF5_EXTFILE_PREFIX, else in the current folder): not read"
+                shown = printable(object_name(name))
+                beside = not Path(object_name(name)).is_absolute() and (path.parent / object_name(name)).is_file()
+                where_not = (
+                    f"is not in the current folder ({printable(os.getcwd())}) nor under HDF5_EXTFILE_PREFIX, where "
+                    "HDF5 looks; one lies beside the HDF5 file, read only from that folder or with "
+                    "HDF5_EXTFILE_PREFIX='${ORIGIN}'"
+                    if beside
+                    else "does not exist (HDF5 looks under HDF5_EXTFILE_PREFIX, else in the current folder)"
                 )
+                detail = f"the external raw data file {shown} that holds this dataset's values {where_not}: not read"
                 partial.add("S004", where.model_copy(update={"detail": detail}))
                 return False
             if found is not None:

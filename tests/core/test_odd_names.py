@@ -305,6 +305,24 @@ def test_damaged_parts_of_unchunked_data_are_found_row_by_row(tmp_path: Path, mo
     assert dataset == "/ext" and detail.startswith("the external raw data file ext.bin that holds this dataset")
 
 
+def test_an_external_raw_file_beside_the_hdf5_file_but_not_in_the_current_folder_is_named_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HDF5 looks for a relative external raw file in the current folder, so a scan from elsewhere cannot read
+    one that lies beside the HDF5 file; "does not exist" sent its user looking for a file that was there."""
+    data_dir, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    data_dir.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(data_dir)
+    with h5py.File(data_dir / "e.h5", "w") as fh:
+        values = np.arange(20, dtype=np.float32).reshape(10, 2)
+        fh.create_dataset("x", data=values, external=[("e.raw", 0, h5py.h5f.UNLIMITED)])
+    assert codes(run_scan(data_dir / "e.h5")) == set()
+    monkeypatch.chdir(elsewhere)
+    ((detail),) = [loc.detail for loc in finding(run_scan(data_dir / "e.h5"), "S004").locations]
+    assert f"is not in the current folder ({elsewhere}) nor under HDF5_EXTFILE_PREFIX" in detail
+    assert "one lies beside the HDF5 file, read only from that folder or with HDF5_EXTFILE_PREFIX='${ORIGIN}'" in detail
+
+
 WRITER = """
 import sys, time, h5py, numpy as np
 data = np.ones((2000, 4), np.float32)

@@ -121,13 +121,26 @@ CHECK_FAMILIES = {
 }
 """The check families (code letters) that apply to each kind of dataset: an HDF5 scan runs no image check."""
 
+_IMAGES_NEVER = frozenset({"V003", "V004", "V005", "V006", "L001", "S002", "S003", "S007"})
+NEVER_APPLY = {
+    "images": _IMAGES_NEVER,
+    "image-file": _IMAGES_NEVER,
+    "image-list": _IMAGES_NEVER,
+    "numpy": frozenset({"V006", "S003", "S005", "S007"}),
+    "lmdb": frozenset({"V006", "L001", "S002", "S003", "S005", "S007", "I014"}),
+    "hdf5": frozenset({"S005"}),
+}
+"""Checks of an applicable family that never run on a kind of dataset: of the value checks, images get only
+nan-value and inf-value (float pixels), and an image has no chunk, filter or sample group."""
+
 
 def applicable_checks(kind: str, select: Iterable[str], ignore: Iterable[str]) -> frozenset[str]:
     """The codes that ``select`` and ``ignore`` enable and that apply to a ``kind`` dataset. None left means a
     scan whose pass says nothing about the data (``--select I`` on an HDF5 file): a bad option, not a verdict."""
     families = CHECK_FAMILIES.get(kind)
+    never = NEVER_APPLY.get(kind, frozenset())
     enabled = checks.enabled_codes(select, ignore)
-    return frozenset(code for code in enabled if families is None or code[0] in families)
+    return frozenset(code for code in enabled if (families is None or code[0] in families) and code not in never)
 
 
 def no_check_applies(kind: str) -> str:

@@ -72,6 +72,30 @@ def test_a_select_of_label_checks_on_data_without_labels_is_no_pass(tmp_path: Pa
     assert code == 0 and "PASSED" in out, out
 
 
+@pytest.mark.parametrize("code", ["V003", "V004", "V006", "S002", "S007", "L001"])
+def test_a_value_or_storage_check_no_image_scan_runs_is_no_pass_on_images(tmp_path: Path, code: str) -> None:
+    """``--select V003`` on an image folder passed: the value family applies to images (float pixels get
+    nan-value and inf-value), but float16-overflow never runs on them, so nothing was checked."""
+    from PIL import Image
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    Image.fromarray((np.random.default_rng(0).random((40, 40)) * 1e6).astype(np.float32), "F").save(folder / "f.tif")
+    code_, out = invoke("scan", str(folder), "--select", code, "-j", "0")
+    assert code_ == 2 and "leave no check that applies to this images dataset" in out, out
+    code_, out = invoke("scan", str(folder), "--select", f"{code},V001", "-j", "0")
+    assert code_ == 0 and "PASSED" in out, out
+
+
+def test_checks_that_never_apply_name_real_checks_and_kinds() -> None:
+    from scanner_service.checks import BY_CODE
+    from scanner_service.report import CHECK_FAMILIES, NEVER_APPLY
+
+    for kind, codes_ in NEVER_APPLY.items():
+        assert kind in CHECK_FAMILIES and codes_ <= set(BY_CODE), kind
+        assert all(c[0] in CHECK_FAMILIES[kind] for c in codes_), kind  # (others are out by their family)
+
+
 def test_what_a_numpy_scan_left_out_is_said_in_every_human_readable_format(tmp_path: Path) -> None:
     """An object array (never unpickled) and an HDF5 file beside the arrays are not scanned: the JSON report
     said so, the text, Markdown and JUnit reports passed without a word."""

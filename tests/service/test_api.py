@@ -160,6 +160,7 @@ def test_links_out_of_the_roots_inside_a_dataset_are_not_followed(service: Servi
         ({"callback_url": "not a url"}, "callback_url"),
         ({"select": ["I"]}, "leave no check that applies to this hdf5 dataset (its checks: V, L, S)"),
         ({"ignore": ["V", "L", "S"]}, "leave no check that applies to this hdf5 dataset"),
+        ({"select": ["S005"]}, "leave no check that applies to this hdf5 dataset"),
     ],
     ids=[
         "num-classes-0",
@@ -171,6 +172,7 @@ def test_links_out_of_the_roots_inside_a_dataset_are_not_followed(service: Servi
         "bad-url",
         "no-check-applies",
         "all-applicable-ignored",
+        "list-syntax-on-files",
     ],
 )
 def test_bad_options_are_422_with_a_message(service: Service, body: dict[str, Any], message: str) -> None:

@@ -38,6 +38,7 @@ NOTES = (
     "lmdb.text_records",
     "lmdb.labels",
     "labels.none",
+    "labels.option",
 )
 """Report ``info`` entries every human-readable format shows: what the scan left out, and how to read its
 indices, so that a pass is read right."""

@@ -151,6 +151,20 @@ class Source(ABC):
         return "S001", Location(path=str(shard.spec.get("file", ".")), detail=reason)
 
 
+UNUSED_LABELS = "labels.option"
+"""The report note of a ``labels`` option that the kind of dataset has no use for."""
+
+
+def note_unused_labels(partial: Partial, config: ScanConfig, where: str) -> None:
+    """Say in a note that ``config.labels`` was not used (an image folder's labels are its class folders), where
+    a user set it: the label checks ran on the labels ``where`` says, not on what the option names."""
+    if config.labels:
+        partial.info[UNUSED_LABELS] = (
+            f"labels {config.labels!r} not used: {where} (the option names an HDF5 label dataset, a NumPy label "
+            "array or a CSV list's label column)"
+        )
+
+
 def segment_shard(index: int, segments: list[dict[str, Any]]) -> Shard:
     """A shard of row ranges (``segments``: each with ``start``, ``stop``, ``bytes`` and its ``file``)."""
     return Shard(

@@ -30,6 +30,7 @@ from ..errors import ConfigError, SourceNotFound, UnsupportedSource
 from ..imaging.sniff import IMAGE_EXTENSIONS
 from ..location import Location
 from ..partial import LabelTally, Partial
+from .base import note_unused_labels
 from .hdf5_files import LIST_SUFFIXES, SNIFF_LINES, is_binary, looks_like_hdf5_list
 from .images import Entry, ImageFilesSource
 from .list_roots import OtherRoot
@@ -377,6 +378,8 @@ class ImageListSource(ImageFilesSource):
     def entries(self, partial: Partial) -> list[Entry]:
         if self.config.root and not Path(self.config.root).is_dir():
             raise SourceNotFound(f"--root {self.config.root}: no such folder (the list's paths are relative to it)")
+        if not self.is_csv:
+            note_unused_labels(partial, self.config, "a list file's labels are the numbers after its paths")
         rows = self._csv_rows(partial) if self.is_csv else self._list_rows(partial)
         labels = [label for _, _, label in rows if label is not None]
         names = sorted({x for x in labels if isinstance(x, str)})

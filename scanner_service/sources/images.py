@@ -56,7 +56,7 @@ from ..items import EncodedImage, LabelBlock, ReadFailure
 from ..location import Location
 from ..partial import LabelTally, Partial
 from ..text import printable
-from .base import Plan, Shard, Source, SourceInfo
+from .base import Plan, Shard, Source, SourceInfo, note_unused_labels
 from .walk import LINK_OUT, UNLISTABLE, Outside, link_out
 
 TARGET_SHARDS = 32
@@ -532,6 +532,7 @@ class ImageFolderSource(ImageFilesSource):
             )
             out = self._class_entries(root, "", classes, classes, None, skipped, walked)
             partial.info["images.layout"] = f"ImageFolder: {len(classes)} class folders"
+        note_unused_labels(partial, self.config, "an image folder's labels are its class folders")
         if skipped:
             listed = ", ".join(f"{n} {what}" for what, n in sorted(skipped.items()))
             n = sum(skipped.values())
@@ -629,6 +630,7 @@ class ImageFileSource(ImageFilesSource):
 
     def entries(self, partial: Partial) -> list[Entry]:
         partial.info["images.layout"] = "one image file (no labels)"
+        note_unused_labels(partial, self.config, "one image file has no labels")
         try:
             size = os.stat(self.path).st_size
         except OSError as exc:

@@ -32,7 +32,7 @@ from ..labels import label_tally
 from ..location import Location
 from ..partial import Partial
 from ..records import PICKLE, Decoder, parse_decoder
-from .base import Plan, Shard, Source, SourceInfo
+from .base import Plan, Shard, Source, SourceInfo, note_unused_labels
 from .lmdb_files import DATA_FILE, is_lmdb_source
 from .lmdb_pages import (
     Leaf,
@@ -177,6 +177,7 @@ class LmdbSource(Source):
             forward.sample, forward.sample_failure = again.sample, again.sample_failure or again.failure
         decoder, how = self._choose(chosen, forward, rel, partial, planner)
         partial.info["lmdb.records"] = str(entries)
+        note_unused_labels(partial, self.config, "an LMDB's labels are in its records")
         partial.info["lmdb.liblmdb"] = ".".join(map(str, lmdb.version()))
         shards: list[Shard] = []
         if decoder is not None:

@@ -88,6 +88,24 @@ def test_images_in_hidden_folders_inside_a_class_are_scanned_as_that_class(
     assert report.info["images.skipped"] == "3 files not scanned as images: 3 in a hidden folder, no image extension"
 
 
+def test_a_labels_option_an_image_dataset_has_no_use_for_is_named_in_a_note(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """``--labels y`` on an image folder or a Caffe list was dropped without a word: the user thought the
+    label checks ran on what it names. They run on the class folders and the list's numbers, and a note says so."""
+    write("cat/a.jpg", jpeg(rng))
+    write("dog/b.jpg", jpeg(rng))
+    (tmp_path / "train.txt").write_text("cat/a.jpg 0\ndog/b.jpg 1\n")
+    folder = scan_dir(tmp_path, labels="y")
+    assert folder.info["labels.option"].startswith(
+        "labels 'y' not used: an image folder's labels are its class folders"
+    )
+    assert [t.distinct for t in folder.labels] == [2]
+    listed = scan_dir(tmp_path / "train.txt", labels="y")
+    assert "a list file's labels are the numbers after its paths" in listed.info["labels.option"]
+    assert "labels.option" not in scan_dir(tmp_path).info
+
+
 def test_flat_folder_is_recursive_and_unlabelled(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     write("top.jpg", jpeg(rng))
     write("sub/deeper/a.png", png(rng))

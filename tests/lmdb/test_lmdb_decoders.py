@@ -166,6 +166,12 @@ def test_image_checks_alone_run_nothing_on_records_that_hold_no_image(make_env: 
     assert "I003" in run_scan(images, select=["I"]).checks_run()
 
 
+def test_a_labels_option_is_named_unused_on_an_lmdb(datum_env: EnvMaker) -> None:
+    report = run_scan(datum_env(n=20), labels="y")
+    assert report.info["labels.option"].startswith("labels 'y' not used: an LMDB's labels are in its records")
+    assert report.labels and report.labels[0].total == 20
+
+
 def test_raw_decoder(make_env: EnvMaker) -> None:
     records = [(key(i), np.full(12, i, np.float32).tobytes()) for i in range(50)]
     records[3] = (key(3), np.array([0.0] * 11 + [np.nan], np.float32).tobytes())

@@ -157,7 +157,27 @@ def _constant(im: Image.Image) -> str | None:
     if all(lo == hi for lo, hi in bands):
         value = _value_text(tuple(lo for lo, _ in bands) if len(bands) > 1 else bands[0][0])
         return f"palette index {value}" if im.mode == "P" else value
-    return None
+    return _one_palette_colour(im) if im.mode == "P" else None
+
+
+def _one_palette_colour(im: Image.Image) -> str | None:
+    """The one colour of a palette image whose pixels use several palette entries that all hold it (a writer
+    that did not merge equal entries): every loader's ``convert("RGB")`` makes it a constant image."""
+    used = im.getcolors(256)
+    if not used or len(used) > 16:  # (one colour in many entries: not worth a look)
+        return None
+    indices = sorted(index for _, index in used)
+    strip = Image.new("P", (len(indices), 1))
+    strip.putdata(indices)
+    strip.putpalette(im.getpalette() or [])
+    if "transparency" in im.info:
+        strip.info["transparency"] = im.info["transparency"]
+    colours = set(strip.convert("RGBA").getdata())
+    if len(colours) != 1:
+        return None
+    (colour,) = colours
+    shown = colour[:3] if colour[3] == 255 else colour
+    return f"{_value_text(tuple(shown))} (palette indices {', '.join(map(str, indices))}, one colour)"
 
 
 def _float_frame(im: Image.Image, page: int, verdict: Verdict) -> None:

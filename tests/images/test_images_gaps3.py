@@ -228,3 +228,27 @@ def test_packbits_damage_on_a_later_page_names_the_page(rng: np.random.Generator
         "page 1, strip 0: PackBits data unpacks to 1,288 bytes, not the 1,200 of its 30 rows (libtiff drops the"
         " surplus: a damaged run header shifts every byte after it)"
     ], v
+
+
+# -- a palette image of one colour held by several palette entries ---------------------------------------
+
+
+def _two_entry_image(fmt: str, second: tuple[int, int, int], transparent: int | None = None) -> bytes:
+    """Left half palette index 0, right half index 1; entry 0 is (10, 20, 30), entry 1 ``second``."""
+    indices = np.zeros((48, 64), np.uint8)
+    indices[:, 32:] = 1
+    im = Image.fromarray(indices, "P")
+    im.putpalette([10, 20, 30, *second] + [0] * 762)
+    extra = {} if transparent is None else {"transparency": transparent}
+    return encode(im, fmt, **extra)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "GIF"])
+def test_a_palette_image_of_one_colour_in_two_entries_is_a_constant_image(fmt: str) -> None:
+    """Its indices differ, but every loader converts it to RGB: one colour, which standardisation divides by
+    zero; only the indices were looked at."""
+    same = inspect_image(_two_entry_image(fmt, (10, 20, 30)), f"a.{fmt.lower()}")
+    assert same.error is None and same.constant == "(10, 20, 30) (palette indices 0, 1, one colour)"
+    assert inspect_image(_two_entry_image(fmt, (10, 20, 31)), "b").constant is None
+    seen_through = inspect_image(_two_entry_image(fmt, (10, 20, 30), transparent=1), "c")
+    assert seen_through.constant is None  # one half transparent: two colours once alpha is kept

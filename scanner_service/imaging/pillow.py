@@ -166,7 +166,7 @@ def _one_palette_colour(im: Image.Image) -> str | None:
     used = im.getcolors(256)
     if not used or len(used) > 16:  # (one colour in many entries: not worth a look)
         return None
-    indices = sorted(index for _, index in used)
+    indices = sorted(index for _, index in used if isinstance(index, int))  # (a P image's colours: indices)
     strip = Image.new("P", (len(indices), 1))
     strip.putdata(indices)
     strip.putpalette(im.getpalette() or [])

@@ -15,7 +15,8 @@ CHECK = Check(
     name="exif-rotation",
     severity=Severity.WARNING,
     summary=(
-        "Finds images with an EXIF orientation other than 'normal' (2-8: rotated or mirrored). TIFFs are "
+        "Finds images with an EXIF orientation other than 'normal' (2-8: rotated or mirrored), or without one "
+        "an XMP tiff:Orientation, which Pillow's getexif() and exif_transpose take in its place. TIFFs are "
         "left out: Pillow's load() applies their orientation itself."
     ),
     why=(
@@ -34,5 +35,6 @@ CHECK = Check(
 
 def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
     if verdict.orientation in ORIENTATION_TEXT and verdict.usable:
-        text = f"EXIF orientation {verdict.orientation}: upright after {ORIENTATION_TEXT[verdict.orientation]}"
+        source = "XMP orientation (tiff:Orientation; no EXIF one)" if verdict.orientation_xmp else "EXIF orientation"
+        text = f"{source} {verdict.orientation}: upright after {ORIENTATION_TEXT[verdict.orientation]}"
         ctx.emit(CHECK.code, detail(item, text))

@@ -1,7 +1,9 @@
-"""The EXIF orientation tag, read from a TIFF-structured EXIF block without decoding anything else."""
+"""The EXIF orientation tag, read from a TIFF-structured EXIF block without decoding anything else; and the
+orientation an XMP packet holds, which Pillow's getexif() takes when EXIF has none."""
 
 from __future__ import annotations
 
+import re
 import struct
 
 ORIENTATION_TAG = 0x0112
@@ -20,6 +22,20 @@ ORIENTATION_TEXT = {
 VALUE_FORMATS = {1: "B", 3: "H", 4: "I", 6: "b", 8: "h", 9: "i"}
 """struct formats of the integer TIFF types (BYTE, SHORT, LONG, SBYTE, SSHORT, SLONG): an orientation
 stored in any of them is read by Pillow's getexif(), and so applied by exif_transpose."""
+
+
+XMP_HEADER = b"http://ns.adobe.com/xap/1.0/\x00"
+"""How a JPEG's APP1 segment that holds an XMP packet starts."""
+XMP_KEYWORD = b"XML:com.adobe.xmp"
+"""The keyword of a PNG text chunk that holds an XMP packet."""
+_XMP_ORIENTATION = re.compile(rb'tiff:Orientation(="|>)([0-9])')
+"""Pillow's own pattern (Image.getexif): an attribute or an element."""
+
+
+def xmp_orientation(xmp: bytes) -> int | None:
+    """The orientation an XMP packet gives (``tiff:Orientation``), as Pillow's getexif() reads it; None if none."""
+    found = _XMP_ORIENTATION.search(xmp)
+    return int(found[2]) if found else None
 
 
 def orientation(tiff: bytes | memoryview) -> int | None:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import simplejpeg
 
+from .exif import XMP_HEADER, xmp_orientation
 from .exif import orientation as exif_orientation
 from .sniff import trailing_kind
 from .verdict import Verdict
@@ -85,6 +86,8 @@ class JpegHeader:
     orientation: int | None = None
     exif: bool = False
     """Whether an EXIF segment was met: the first one holds the orientation, as Pillow's getexif() reads it."""
+    xmp_orientation: int | None = None
+    """The orientation of the last XMP segment (Pillow keeps the last), taken where EXIF gives none."""
     mpf: bool = False
     pictures: list[int] | None = None
     """Where an MPO file's pictures after the first start, from its MP index (offsets in the file)."""
@@ -186,6 +189,8 @@ def parse_header(data: Any) -> JpegHeader:
         elif marker == 0xE1 and bytes(seg[:6]) == b"Exif\x00\x00" and not head.exif:
             head.exif = True
             head.orientation = exif_orientation(seg[6:])
+        elif marker == 0xE1 and bytes(seg[: len(XMP_HEADER)]) == XMP_HEADER:
+            head.xmp_orientation = xmp_orientation(bytes(seg[len(XMP_HEADER) :]))
         elif marker == 0xE2 and bytes(seg[:4]) == b"MPF\x00":
             head.mpf = True
             head.pictures = _mp_index(bytes(seg[4:]), pos + 2 + 4)
@@ -283,6 +288,8 @@ def inspect_jpeg(data: Any, verdict: Verdict, max_pixels: int, pillow_fallback: 
     TurboJPEG interface refuses."""
     head = parse_header(data)
     verdict.orientation = head.orientation
+    if head.orientation is None and head.xmp_orientation is not None:
+        verdict.orientation, verdict.orientation_xmp = head.xmp_orientation, True
     verdict.width, verdict.height = head.width, head.height
     if head.width and head.height and head.width * head.height > max_pixels:
         pixels = head.width * head.height

@@ -42,6 +42,7 @@ try:
 except ImportError:  # pragma: no cover
     import zlib as fast_zlib  # type: ignore[no-redef]
 
+from .exif import XMP_KEYWORD, xmp_orientation
 from .exif import orientation as exif_orientation
 from .palette import first_beyond
 from .sniff import trailing_kind
@@ -382,6 +383,8 @@ def _check(
         _check_frames(frames, frame_count, head, idat, v.damage, anc.problems if anc is not None else v.damage)
         v.frames = len(frames)
     if anc is not None:
+        if v.orientation is None and anc.xmp_orientation is not None:  # (EXIF first, as Pillow's getexif())
+            v.orientation, v.orientation_xmp = anc.xmp_orientation, True
         anc.finish()
         if anc.problems or anc.limits:
             _loader_decides(data, v, anc, fallback)
@@ -480,7 +483,7 @@ class _Ancillary:
     """The standard ancillary chunks (and PLTE's place), checked during the chunk walk: what is wrong goes to
     ``problems`` (the spec's rules) or ``limits`` (valid, but beyond what Pillow accepts)."""
 
-    __slots__ = ("colour", "depth", "limits", "palette", "problems", "seen", "text")
+    __slots__ = ("colour", "depth", "limits", "palette", "problems", "seen", "text", "xmp_orientation")
 
     def __init__(self, head: _Header) -> None:
         self.colour = head.colour
@@ -492,6 +495,8 @@ class _Ancillary:
         """Entries of the PLTE chunk seen so far (0: none yet)."""
         self.text = 0
         """Characters of text Pillow keeps (its MAX_TEXT_MEMORY applies to their sum)."""
+        self.xmp_orientation: int | None = None
+        """The orientation in a text chunk's XMP packet (``XML:com.adobe.xmp``), if any."""
 
     def check(self, ctype: bytes, body: memoryview, after_idat: bool) -> None:
         name = ctype.decode("latin-1")
@@ -709,12 +714,15 @@ class _Ancillary:
         if bytes(body[pos:]).find(b"\0") >= 0:
             self.problems.append("tEXt chunk: a null byte in the text (the PNG spec forbids it)")
         self.text += len(body) - pos
+        self._xmp(body, pos, bytes(body[pos:]))
 
     def _ztxt(self, name: str, body: memoryview) -> None:
         pos = self._keyword(name, body)
         if pos >= 0 and self._method(name, body, pos):
             out = self._inflate(name, body[pos + 1 :])
             self.text += len(out) if out is not None else 0
+            if out is not None:
+                self._xmp(body, pos, out)
 
     def _itxt(self, name: str, body: memoryview) -> None:
         pos = self._keyword(name, body)
@@ -748,6 +756,13 @@ class _Ancillary:
             self.problems.append("iTXt chunk: the translated keyword or the text is not valid UTF-8")
             return
         self.text += len(text)
+        self._xmp(body, pos, text)
+
+    def _xmp(self, body: memoryview, pos: int, text: bytes) -> None:
+        """Note the orientation of an XMP packet, the text of a chunk whose keyword (before ``pos``) says so."""
+        if bytes(body[: pos - 1]) == XMP_KEYWORD:
+            found = xmp_orientation(text)
+            self.xmp_orientation = found if found is not None else self.xmp_orientation
 
     def _splt(self, name: str, body: memoryview) -> None:
         pos = self._keyword(name, body, "palette name")

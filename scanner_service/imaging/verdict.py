@@ -42,6 +42,9 @@ class Verdict:
     constant: str | None = None
     """The single value of a constant image, as text; None otherwise."""
     orientation: int | None = None
+    orientation_xmp: bool = False
+    """Whether ``orientation`` comes from XMP (``tiff:Orientation``; EXIF has none), which Pillow's getexif() and
+    so exif_transpose apply, where other loaders do not."""
     nan: int = 0
     inf: int = 0
     nan_pages: tuple[tuple[int, int], ...] = ()

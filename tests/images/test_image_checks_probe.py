@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from imagetools import encode, finding, jpeg, natural, places, png, scan_dir
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
 Write = Callable[[str, bytes], Path]
 
@@ -47,6 +48,41 @@ def _exif_segment(orientation: int) -> bytes:
     body = exif.tobytes()  # with JPEG's "Exif\0\0" prefix
     assert body.startswith(b"Exif\x00\x00")
     return b"\xff\xe1" + (len(body) + 2).to_bytes(2, "big") + body
+
+
+def _xmp_packet(orientation: int, element: bool) -> bytes:
+    inner = (
+        f"<tiff:Orientation>{orientation}</tiff:Orientation>"
+        if element
+        else f'<rdf:Description tiff:Orientation="{orientation}"/>'
+    )
+    return f'<x:xmpmeta xmlns:x="adobe:ns:meta/">{inner}</x:xmpmeta>'.encode()
+
+
+def test_an_orientation_in_xmp_alone_is_exif_rotation_as_pillow_reads_it(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """Pillow's getexif() takes XMP's tiff:Orientation where EXIF has none, so exif_transpose turns the
+    image, and loaders that read neither do not: such a JPEG or PNG passed. An EXIF orientation comes first."""
+    data = jpeg(rng)
+    segment = b"http://ns.adobe.com/xap/1.0/\x00" + _xmp_packet(6, element=True)
+    xmp_app1 = b"\xff\xe1" + (len(segment) + 2).to_bytes(2, "big") + segment
+    write("xmp_only.jpg", data[:2] + xmp_app1 + data[2:])
+    write("exif_first.jpg", data[:2] + _exif_segment(1) + xmp_app1 + data[2:])
+    info = PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", _xmp_packet(8, element=False).decode())
+    write("xmp_only.png", encode(Image.fromarray(natural(rng, 40, 48)), "PNG", pnginfo=info))
+    for name, expected in (("xmp_only.jpg", 6), ("exif_first.jpg", 1), ("xmp_only.png", 8)):
+        with Image.open(tmp_path / name) as im:
+            assert im.getexif().get(0x0112) == expected, name
+    report = scan_dir(tmp_path)
+    details = {loc.path: loc.detail for loc in finding(report, "I012").locations}
+    assert details == {
+        "xmp_only.jpg": "XMP orientation (tiff:Orientation; no EXIF one) 6: upright after rotating 90° clockwise",
+        "xmp_only.png": (
+            "XMP orientation (tiff:Orientation; no EXIF one) 8: upright after rotating 90° counter-clockwise"
+        ),
+    }
 
 
 def test_the_first_of_two_exif_segments_gives_the_orientation(

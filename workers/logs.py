@@ -62,6 +62,9 @@ def configure_logging(service: str, level: str = "INFO") -> None:
         lg.propagate = True
     logging.getLogger("uvicorn.access").disabled = True  # the API logs each request itself, with the job id
     logging.getLogger("httpx").setLevel(logging.WARNING)  # its INFO line holds a callback URL's credentials
+    # Pillow logs what it refuses in a file at level ERROR before it raises ("More samples per pixel than can be
+    # decoded"): a finding of the scan, not an error of the service, which alerting on ERROR lines would page for.
+    logging.getLogger("PIL").setLevel(logging.CRITICAL)
 
 
 def uvicorn_log_config(service: str, level: str = "INFO") -> dict[str, Any]:

@@ -1293,9 +1293,39 @@ class _SegmentReader:
         return int(math.prod(self.shape[1:])) * self.dtype.itemsize
 
     def blocks(self) -> Iterator[Any]:
-        yield from self._blocks()
+        for item in self._blocks():
+            yield from self._bounded(item)
         if self.seg.get("onehot") and not self.seg["labels"]:  # one-hot rows: data, then labels (damage told once)
             yield from (item for item in self._label_blocks() if not isinstance(item, ReadFailure))
+
+    def _bounded(self, item: Any) -> Iterator[Any]:
+        """``item``, or a numeric block far larger than ``block_bytes`` in row slices of about that size: a
+        compressed chunk is decoded whole (as HDF5 decodes it), and one of 400 MB took 1.8 GB as one block,
+        where the checks' masks and float64 copies grow with the block. A dataset that is one sample stays
+        whole (constant-sample judges it whole)."""
+        if (
+            not isinstance(item, NumericBlock)
+            or self.role is not None
+            or item.nbytes <= 2 * self.block_bytes
+            or item.data.ndim == 0
+            or item.data.shape[0] < 2
+        ):
+            yield item
+            return
+        rows = item.data.shape[0]
+        step = max(1, self.block_bytes // max(1, item.nbytes // rows))
+        start, rest = item.offset[0], item.offset[1:]
+        for a in range(0, rows, step):
+            part = item.data[a : a + step]
+            yield NumericBlock(
+                meta=item.meta,
+                data=part,
+                offset=(start + a, *rest),
+                locate=self.locate(start + a),
+                items=part.shape[0] if item.items else 0,
+                nbytes=part.nbytes,
+                chunk=item.chunk,
+            )
 
     def _blocks(self) -> Iterator[Any]:
         _register_filters(self.ds)  # a fresh worker process registers plugin filters before any read

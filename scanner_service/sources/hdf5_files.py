@@ -146,10 +146,15 @@ def is_hdf5_source(path: Path, outside: Outside | None = None) -> bool:
     return path.is_dir() and holds_hdf5(path, outside)
 
 
+STRAY_NULS = 2
+"""NUL bytes a text file may hold and still be text, whatever its length (a two-line list with one stray NUL)."""
+
+
 def is_binary(head: bytes) -> bool:
     """Whether the first bytes of a file are binary data rather than text: NUL bytes in more than a quarter
-    of its lines (a text list with a stray NUL in a line is still a list; that line is a list-syntax finding)."""
-    if b"\0" not in head:
+    of its lines (a text list with a stray NUL in a line is still a list; that line is a list-syntax finding),
+    and more of them than a short list's stray ones."""
+    if head.count(b"\0") <= STRAY_NULS:
         return False
     lines = head.split(b"\n")
     return sum(1 for line in lines if b"\0" in line) * 4 > len(lines)

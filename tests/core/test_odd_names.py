@@ -13,6 +13,7 @@ from xml.etree import ElementTree
 import h5py
 import numpy as np
 import pytest
+from PIL import Image
 
 from scanner_service.render import render
 from tests.conftest import cli_json, codes, finding, run_scan, write_h5
@@ -117,6 +118,22 @@ def test_hdf5_list_with_bom_nul_byte_and_overlong_path(tmp_path: Path) -> None:
     assert [loc["line"] for loc in found["S001"]["locations"]] == [3]
     assert "too long" in found["S001"]["locations"][0]["detail"]
     assert report["summary"]["items_scanned"] == 6  # type: ignore[index]
+
+
+@pytest.mark.parametrize("suffix", [".h5", ".jpg"])
+def test_a_two_line_list_with_a_nul_byte_in_a_line_is_still_a_list(tmp_path: Path, suffix: str) -> None:
+    """One NUL line of two is half the lines: the list was taken for binary data, "not a dataset" (exit 2),
+    where a longer list with the same line gets list-syntax at that line."""
+    if suffix == ".h5":
+        write_h5(tmp_path / "a.h5", {"x": np.arange(6, dtype=np.float32).reshape(3, 2)})
+    else:
+        Image.fromarray(np.full((40, 40, 3), 7, np.uint8)).save(tmp_path / "a.jpg")
+    listing = tmp_path / "train.txt"
+    listing.write_bytes(f"a{suffix} 0\nb\0ad{suffix} 1\n".encode() if suffix == ".jpg" else b"a.h5\nb\0ad.h5\n")
+    status, report = cli_json(listing)
+    assert status == 1, report
+    (syntax,) = [f for f in report["findings"] if f["code"] == "S005"]  # type: ignore[index]
+    assert [loc["line"] for loc in syntax["locations"]] == [2] and "NUL" in syntax["locations"][0]["detail"]
 
 
 def test_a_binary_file_is_still_no_hdf5_list(tmp_path: Path) -> None:

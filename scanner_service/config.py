@@ -92,7 +92,9 @@ class ScanConfig(BaseModel):
     )
     decoder: str | None = Field(None, description="LMDB value decoder: datum, image, npy, msgpack, raw:DTYPE:SHAPE")
     root: str | None = Field(None, description="folder that image list paths are relative to")
-    min_size: int = Field(32, ge=1, description="tiny-image: smallest acceptable short side, pixels")
+    min_size: int = Field(
+        32, ge=1, le=2**31 - 1, description="tiny-image: smallest acceptable short side, pixels (PNG allows 2³¹-1)"
+    )
     max_pixels: int = Field(178_956_970, ge=1, description="decompression-bomb: largest declared pixel count")
     confine: tuple[str, ...] = Field(
         (),

@@ -161,6 +161,7 @@ def test_links_out_of_the_roots_inside_a_dataset_are_not_followed(service: Servi
         ({"select": ["I"]}, "leave no check that applies to this hdf5 dataset (its checks: V, L, S)"),
         ({"ignore": ["V", "L", "S"]}, "leave no check that applies to this hdf5 dataset"),
         ({"select": ["S005"]}, "leave no check that applies to this hdf5 dataset"),
+        ({"min_size": 1e26}, "min_size"),
     ],
     ids=[
         "num-classes-0",
@@ -173,6 +174,7 @@ def test_links_out_of_the_roots_inside_a_dataset_are_not_followed(service: Servi
         "no-check-applies",
         "all-applicable-ignored",
         "list-syntax-on-files",
+        "min-size-beyond-any-image",
     ],
 )
 def test_bad_options_are_422_with_a_message(service: Service, body: dict[str, Any], message: str) -> None:

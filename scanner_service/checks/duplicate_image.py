@@ -102,6 +102,14 @@ def _files(copies: list[Location]) -> list[list[Location]]:
     by_file: dict[tuple[str, str | None, int | None, str | None], list[Location]] = {}
     for loc in copies:
         by_file.setdefault((posixpath.normpath(loc.path), loc.dataset, loc.index, loc.key), []).append(loc)
+    relative = {key[0]: key for key in by_file if not key[0].startswith("/")}
+    for key in [k for k in by_file if k[0].startswith("/") and by_file[k][0].line is not None]:
+        # a list that names one file by its absolute path and by its path under the root: the bytes are the same
+        # (one digest) and so is the name, so it is the same file (a list does not name two roots' copies)
+        tail = key[0].split("/")
+        same = next((relative[t] for t in ("/".join(tail[i:]) for i in range(1, len(tail))) if t in relative), None)
+        if same is not None and same[1:] == key[1:] and by_file[same][0].line is not None:
+            by_file[same] += by_file.pop(key)
     return list(by_file.values())
 
 

@@ -337,6 +337,11 @@ def test_a_file_listed_twice_is_named_as_one_file_on_two_lines(
             "the same file listed on lines 1, 3 and 4 (each epoch reads it 3 times); label conflict: labels 0, 1",
         )
     ]
+    # spelled once by its absolute path: still one file, placed at its first line
+    write("spelled.txt", f"img/b.png 1\nimg/a.png 0\n{tmp_path / 'img/a.png'} 0\n".encode())
+    assert details(scan_dir(tmp_path / "spelled.txt"), "I013") == [
+        ("img/a.png:2", "the same file listed on lines 2 and 3 (each epoch reads it 2 times)")
+    ]
     # a copy besides: both said
     write("mixed.txt", b"img/a.png 0\nimg/copy.png 0\nimg/b.png 1\nimg/a.png 0\n")
     assert details(scan_dir(tmp_path / "mixed.txt"), "I013") == [

@@ -387,7 +387,7 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
     if not path.strip():  # `dscan scan "$DATA"` with DATA unset must not scan the current folder and pass
         raise click.BadParameter("the path is empty (an unset variable?)", param_hint="PATH")
     target = output_file(output, Path(path))
-    with stopped_by_signals():
+    with stopped_by_signals(), dropped_when_no_report(target):
         try:
             config_file, overrides, here = (
                 flags.pop("config_file"),
@@ -412,6 +412,22 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
             raise Failure(unreadable(path, exc)) from exc
     emit(report, fmt, target)
     sys.exit(report.exit_code())
+
+
+@contextlib.contextmanager
+def dropped_when_no_report(target: Path | None) -> Iterator[None]:
+    """Remove the report an earlier scan left at ``target`` (``output_file`` lets a scan replace only that)
+    when this scan ends without one (exit status 2, Ctrl-C): a CI job that publishes the file after a failed
+    run published the earlier verdict as this run's."""
+    earlier = target is not None and os.path.isfile(target) and os.path.getsize(target) > 0
+    try:
+        yield
+    except BaseException:
+        if earlier and target is not None:
+            with contextlib.suppress(OSError):
+                target.unlink()
+                click.echo(f"dscan: removed {target}, the report of an earlier scan (this one made none)", err=True)
+        raise
 
 
 def unreadable(path: str, exc: OSError) -> SourceError:

@@ -157,6 +157,22 @@ def test_an_output_never_overwrites_a_file_that_is_no_dscan_report(tmp_path: Pat
         assert (tmp_path / name).stat().st_size > 0
 
 
+def test_a_scan_that_makes_no_report_removes_the_one_an_earlier_scan_left(tmp_path: Path) -> None:
+    """A CI job publishes dscan.xml after every run: when a run failed before its report (the dataset's path
+    gone: exit status 2), the earlier run's passing report was published as this run's verdict."""
+    _image(tmp_path / "data" / "cat" / "0.png", 0)
+    report = tmp_path / "dscan.xml"
+    first = CliRunner().invoke(main, ["scan", str(tmp_path / "data"), "-j1", "--output", str(report)])
+    assert first.exit_code == 0 and report.stat().st_size > 0, first.output
+    gone = CliRunner().invoke(main, ["scan", str(tmp_path / "moved"), "-j1", "--output", str(report)])
+    assert gone.exit_code == 2 and not report.exists(), gone.output
+    assert f"removed {report}, the report of an earlier scan (this one made none)" in gone.output
+    mine = tmp_path / "notes.xml"
+    mine.write_text("<notes/>")
+    refused = CliRunner().invoke(main, ["scan", str(tmp_path / "moved"), "-j1", "--output", str(mine)])
+    assert refused.exit_code == 2 and mine.read_text() == "<notes/>"  # no report of dscan's: never touched
+
+
 def _github_anchor(heading: str) -> str:
     """The id GitHub gives a heading: lower case, punctuation but '-' and '_' dropped, spaces as '-'."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")

@@ -57,8 +57,10 @@ further on must still be found."""
 WARNINGS = ("Corrupt JPEG data", "Premature end of JPEG file", "Inconsistent progression sequence")
 """libjpeg's warnings about damaged data (JWRN_*): a decoder that goes on past one returns wrong pixels."""
 
-REFUSED = ("Unsupported color conversion request",)
-"""libjpeg messages that refuse a file libjpeg could not be asked about (not damage): Pillow judges it."""
+REFUSED = ("Unsupported color conversion request", "Unsupported JPEG data precision")
+"""libjpeg messages that refuse a file libjpeg could not be asked about (not damage): Pillow judges it. The
+8-bit interface refuses 12- and 16-bit samples (medical and scientific images), which libjpeg-turbo 3's own
+12- and 16-bit interfaces decode: Pillow cannot, so a Pillow-based loader fails on them."""
 
 LOSSLESS = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
 """Lossless frame types (SOF3 ...: DNG, medical images): there is no DCT to scale, and libjpeg-turbo's TurboJPEG

@@ -177,8 +177,8 @@ def sniff(head: bytes | memoryview) -> str | None:
         return "webp"
     if h[:4] in (b"\x00\x00\x01\x00", b"\x00\x00\x02\x00") and len(h) >= 6 and h[4:6] != b"\x00\x00":
         return "ico"
-    if len(h) >= 3 and h[0:1] == b"P" and h[1:2] in b"1234567fF" and h[2:3] in b" \t\r\n":  # Pf, PF: float (PFM)
-        return "pnm"
+    if len(h) >= 3 and h[0:1] == b"P" and h[1:2] in b"1234567fF" and h[2:3] in b" \t\r\n#":  # Pf, PF: float (PFM)
+        return "pnm"  # (netpbm takes a comment right after the magic number: P6#GIMP)
     if h[:12] == b"\x00\x00\x00\x0cjP  \r\n\x87\n" or h[:4] == b"\xff\x4f\xff\x51":
         return "jpeg2000"
     if h[4:8] == b"ftyp":

@@ -103,3 +103,22 @@ def test_damaged_rare_formats_are_errors_and_float_nan_is_found(tmp_path: Path, 
     assert nan is not None and [loc.path for loc in nan.locations] == ["sky.fits"] and nan.values == 1
     mismatch = finding(report, "I005")
     assert mismatch is not None and [loc.path for loc in mismatch.locations] == ["fake.xpm"]
+
+
+def test_a_12_bit_jpeg_is_judged_by_pillow_which_cannot_read_it(rng: np.random.Generator) -> None:
+    """12-bit samples (medical and scientific JPEGs) were corrupt-image with libjpeg-turbo's "Unsupported JPEG
+    data precision 12", credited to libjpeg-turbo, whose own 12-bit interface decodes them. The error stands
+    (Pillow, and a loader built on it, cannot read them), in Pillow's words."""
+    data = bytearray(encode(Image.fromarray(natural(rng, 32, 40)), "JPEG"))
+    sof = data.index(b"\xff\xc0")
+    data[sof + 4] = 12  # the frame header's sample precision
+    verdict = inspect_image(bytes(data), "scan.jpg")
+    assert verdict.judge == "pillow" and verdict.error is not None
+    assert "12-bit" in verdict.error and "Unsupported JPEG data precision" not in verdict.error
+
+
+def test_a_netpbm_file_with_a_comment_right_after_its_magic_number_is_one(rng: np.random.Generator) -> None:
+    """netpbm reads ``P6#comment``; it was not-an-image ("unknown binary data"). Pillow cannot read it: a
+    Pillow-based loader fails, so it is corrupt-image, named as the PPM it is."""
+    verdict = inspect_image(b"P6#made by hand\n2 1\n255\n" + bytes(range(6)), "c.ppm")
+    assert verdict.format == "pnm" and verdict.error is not None and verdict.error.startswith("Pillow")

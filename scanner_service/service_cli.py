@@ -24,6 +24,7 @@ def register(main: click.Group) -> None:
         CONFIG_NOTE,
         Failure,
         current_folder,
+        dropped_when_no_report,
         emit,
         implied_format,
         is_terminal,
@@ -63,41 +64,42 @@ def register(main: click.Group) -> None:
         fmt = implied_format(fmt, output)
         local = os.path.exists(path)  # then the report must not overwrite it, should the server see it too
         report_file = output_file(output, Path(path) if local else None) if wait else None
-        try:
-            config_file, overrides, here = (
-                flags.pop("config_file"),
-                {k: flags.get(k) for k in CONFIG_FLAGS},
-                current_folder(),
-            )
-            config = load_config(config_file, overrides, here)
-            options = config.model_dump(mode="json", exclude_defaults=True)
-            target = path if os.path.isabs(path) or not local else os.path.abspath(path)
-            if config.root is not None and not os.path.isabs(config.root) and os.path.isdir(config.root):
-                options["root"] = os.path.abspath(config.root)  # (as PATH: the server sees it there too)
-            with ServiceClient(server, token) as client:
-                job = client.submit(target, options, force=force)
-                if not wait:
-                    if fmt == "json":
-                        import json
+        with dropped_when_no_report(report_file):  # (a failed job, Ctrl-C: no report, as `dscan scan`)
+            try:
+                config_file, overrides, here = (
+                    flags.pop("config_file"),
+                    {k: flags.get(k) for k in CONFIG_FLAGS},
+                    current_folder(),
+                )
+                config = load_config(config_file, overrides, here)
+                options = config.model_dump(mode="json", exclude_defaults=True)
+                target = path if os.path.isabs(path) or not local else os.path.abspath(path)
+                if config.root is not None and not os.path.isabs(config.root) and os.path.isdir(config.root):
+                    options["root"] = os.path.abspath(config.root)  # (as PATH: the server sees it there too)
+                with ServiceClient(server, token) as client:
+                    job = client.submit(target, options, force=force)
+                    if not wait:
+                        if fmt == "json":
+                            import json
 
-                        click.echo(json.dumps(job))
-                    else:
-                        note = " (same request on unchanged data: existing job)" if job.get("deduplicated") else ""
-                        click.echo(f"{job['id']} {job['status']} {job['url']}{note}")
-                    return
-                show = _progress_printer() if is_terminal(sys.stderr) else None
-                state = client.wait(job["id"], timeout=timeout, on_status=show)
-                if show is not None:
-                    click.echo("", err=True)
-                if state["status"] != "succeeded":
-                    reason = f": {state['error']}" if state.get("error") else ""
-                    raise Failure(DscanError(f"scan {job['id']} {state['status']}{reason}"))
-                report = ran_some_check(client.fetch_report(job["id"]))  # exit 2, as `dscan scan` does
-                from_file = file_note(config_file, overrides, here)
-                if from_file is not None:  # the options a config file here set: the report says so, as scan's
-                    report.info[CONFIG_NOTE] = from_file
-        except DscanError as exc:
-            raise Failure(exc) from exc
+                            click.echo(json.dumps(job))
+                        else:
+                            note = " (same request on unchanged data: existing job)" if job.get("deduplicated") else ""
+                            click.echo(f"{job['id']} {job['status']} {job['url']}{note}")
+                        return
+                    show = _progress_printer() if is_terminal(sys.stderr) else None
+                    state = client.wait(job["id"], timeout=timeout, on_status=show)
+                    if show is not None:
+                        click.echo("", err=True)
+                    if state["status"] != "succeeded":
+                        reason = f": {state['error']}" if state.get("error") else ""
+                        raise Failure(DscanError(f"scan {job['id']} {state['status']}{reason}"))
+                    report = ran_some_check(client.fetch_report(job["id"]))  # exit 2, as `dscan scan` does
+                    from_file = file_note(config_file, overrides, here)
+                    if from_file is not None:  # the options a config file here set: the report says so, as scan's
+                        report.info[CONFIG_NOTE] = from_file
+            except DscanError as exc:
+                raise Failure(exc) from exc
         emit(report, fmt, report_file)
         sys.exit(report.exit_code())
 

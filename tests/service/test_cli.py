@@ -57,6 +57,18 @@ def test_submit_wait_whose_selection_leaves_no_check_exits_2_like_scan(service: 
     assert gate.stderr.strip().splitlines()[-1] == f"Error: the service answered 422: {said}"
 
 
+def test_submit_wait_whose_job_fails_removes_the_report_an_earlier_run_left(service: Service, tmp_path: Path) -> None:
+    """A job that ends without a report (here: label checks alone on files without labels) left the earlier
+    run's report in the --output file, for a CI job to publish as this run's."""
+    small = str(service.data_root / "small")
+    common = ["--server", service.url, "--token", TOKEN, "--wait", "--output", str(tmp_path / "dscan.xml")]
+    first = dscan("submit", small, *common)
+    assert first.returncode == 0 and (tmp_path / "dscan.xml").stat().st_size > 0, first.stderr
+    failed = dscan("submit", small, *common, "--select", "L")
+    assert failed.returncode == 2 and "no labels were read from it (L)" in failed.stderr, failed.stderr
+    assert not (tmp_path / "dscan.xml").exists() and "the report of an earlier scan" in failed.stderr
+
+
 def test_submit_errors_exit_2(service: Service) -> None:
     refused = dscan("submit", "/etc", "--server", service.url, "--token", TOKEN)
     assert refused.returncode == 2 and "403" in refused.stderr and "outside the data roots" in refused.stderr

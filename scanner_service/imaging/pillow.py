@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import logging
 import re
 import warnings
@@ -250,7 +251,9 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
         verdict.frames = frames
         first = int(getattr(im, "_min_frame", 0))  # a PSD numbers its layers from 1 (0 is none)
         # the image as opened, then every frame (a PSD's merged image, then each of its layers)
-        for i in (None, *range(first or 1, first + frames)):
+        # (chained, not unpacked into a tuple: an APNG's acTL or a SPIDER stack may declare 2**31 frames that the
+        # file does not hold, and the seek fails at the first missing one)
+        for i in itertools.chain((None,), range(first or 1, first + frames)):
             if i is not None:
                 im.seek(i)
                 w, h = im.size

@@ -241,7 +241,11 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
         verdict.mode = im.mode
         if verdict.orientation is None and verdict.format not in ("jpeg", "png", "tiff"):
             # (a TIFF's orientation is applied by Pillow's load() itself, and by OpenCV: no loader gets it wrong)
-            value = im.getexif().get(ORIENTATION_TAG)
+            try:
+                value = im.getexif().get(ORIENTATION_TAG)
+            except Exception as exc:  # load() reads no EXIF: the pixels are fine, exif_transpose() raises
+                verdict.damage.append(f"EXIF data Pillow cannot read ({exc}): ImageOps.exif_transpose() raises on it")
+                value = None
             verdict.orientation = int(value) if isinstance(value, int) else None
         gif = gif_end(data) if verdict.format == "gif" and not fallback else None
         if gif is not None and gif[1] is not None and gif[1] != NO_TRAILER:

@@ -4,6 +4,7 @@ an image (point clouds in .pcd, Gerber files in .gbr)."""
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -122,3 +123,14 @@ def test_a_netpbm_file_with_a_comment_right_after_its_magic_number_is_one(rng: n
     Pillow-based loader fails, so it is corrupt-image, named as the PPM it is."""
     verdict = inspect_image(b"P6#made by hand\n2 1\n255\n" + bytes(range(6)), "c.ppm")
     assert verdict.format == "pnm" and verdict.error is not None and verdict.error.startswith("Pillow")
+
+
+def test_a_webp_whose_exif_chunk_pillow_cannot_read_decodes_with_a_warning(rng: np.random.Generator) -> None:
+    """The orientation lookup (getexif) raised on a garbage EXIF chunk, and that became corrupt-image for a
+    file whose pixels load; exif_transpose() raises on it, so it is damage, not an error."""
+    data = encode(Image.fromarray(natural(rng, 32, 40)), "WEBP", exif=b"garbage-exif-data")
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()
+    verdict = inspect_image(data, "a.webp")
+    assert verdict.error is None and verdict.format == "webp"
+    assert [d.split(" (")[0] for d in verdict.damage] == ["EXIF data Pillow cannot read"]

@@ -25,7 +25,7 @@ def jpeg_damage(data: Any, tags: Mapping[int, Any]) -> str | None:
     ``tag_v2``) say it is JPEG-compressed, as '<strip|tile> N: <warning>'; None when there is none."""
     if tags.get(COMPRESSION) != JPEG:
         return None
-    tables = bytes(tags.get(JPEG_TABLES) or b"")
+    tables = _tables(tags.get(JPEG_TABLES))
     shared = tables[2:-2] if tables.startswith(SOI) and tables.endswith(EOI) else b""
     for kind, i, part in parts(data, tags):
         if not part.startswith(SOI):  # no JPEG stream where the tags point: Pillow's decode judged the page
@@ -37,3 +37,13 @@ def jpeg_damage(data: Any, tags: Mapping[int, Any]) -> str | None:
             if reason.startswith(WARNINGS):
                 return f"{kind} {i}: {reason}"
     return None
+
+
+def _tables(value: Any) -> bytes:
+    """The JPEGTables tag's bytes (UNDEFINED, or BYTE as Pillow's tuple of ints); b"" for a tag of another type:
+    an ASCII one is text, and a LONG's ``bytes(n)`` would allocate n zero bytes (2 GB for a fuzzed file)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, tuple) and all(isinstance(x, int) and 0 <= x < 256 for x in value):
+        return bytes(value)
+    return b""

@@ -336,3 +336,36 @@ def test_a_pillow_warning_repeated_on_every_page_is_named_once() -> None:
         at = data.find(entry, at + 1)
     verdict = inspect_image(bytes(data), "a.tif")
     assert verdict.damage == ["Pillow: Tag data larger than file. Skipping tag 65000"], verdict.damage
+
+
+def _jpeg_tables_typed(data: bytes, field_type: int, value: int | None = None) -> bytes:
+    """``data`` (a JPEG-compressed TIFF) with its JPEGTables tag's type set to ``field_type`` (one value)."""
+    out = bytearray(data)
+    ifd = struct.unpack_from("<I", out, 4)[0]
+    (count,) = struct.unpack_from("<H", out, ifd)
+    entry = next(ifd + 2 + 12 * i for i in range(count) if struct.unpack_from("<H", out, ifd + 2 + 12 * i)[0] == 347)
+    struct.pack_into("<H", out, entry + 2, field_type)
+    if value is not None:
+        struct.pack_into("<II", out, entry + 4, 1, value)
+    return bytes(out)
+
+
+def test_a_jpeg_tables_tag_of_another_type_is_no_error_of_dscan(rng: np.random.Generator) -> None:
+    """A JPEGTables tag typed ASCII made the strip check raise ("string argument without an encoding"): a
+    corrupt-image for a file Pillow loads. Typed LONG, ``bytes(n)`` allocated n bytes (libtiff then refuses
+    the file: Pillow's error is the verdict)."""
+    import tracemalloc
+
+    text = _jpeg_tables_typed(tiff(rng, "jpeg"), 2)
+    with Image.open(io.BytesIO(text)) as im:
+        im.load()
+    verdict = inspect_image(text, "ascii.tif")
+    assert verdict.error is None and verdict.format == "tiff", verdict.error
+    number = _jpeg_tables_typed(tiff(rng, "jpeg"), 4, 2**30)
+    tracemalloc.start()
+    try:
+        verdict = inspect_image(number, "long.tif")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert verdict.judge == "pillow" and peak < 64 << 20, (verdict.error, peak)

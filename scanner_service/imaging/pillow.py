@@ -16,9 +16,9 @@ import itertools
 import logging
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from PIL import Image, UnidentifiedImageError
 
@@ -247,7 +247,7 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
                 verdict.damage.append(f"EXIF data Pillow cannot read ({exc}): ImageOps.exif_transpose() raises on it")
                 value = None
             verdict.orientation = int(value) if isinstance(value, int) else None
-        gif = gif_end(data) if verdict.format == "gif" and not fallback else None
+        gif = _safely(gif_end, data) if verdict.format == "gif" and not fallback else None
         if gif is not None and gif[1] is not None and gif[1] != NO_TRAILER:
             verdict.error = gif[1]  # Pillow stops at the damage without an error: the frames after it are lost
             return
@@ -271,15 +271,15 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
             if log is not None:
                 _libtiff_damage(log, page, verdict)
             if verdict.format == "tiff":
-                _strips(data, im, page, verdict)
+                _safely(_strips, data, im, page, verdict)
             elif i is None and verdict.format in PALETTE_CHECKED:
-                _palette(im, verdict)
+                _safely(_palette, im, verdict)
             if im.mode == "F":
                 _float_frame(im, page, verdict)
             elif i is None and frames == 1 and constant:
                 verdict.constant = _constant(im)
         if verdict.format == "tiff":
-            _directory_loop(data, im, verdict)
+            _safely(_directory_loop, data, im, verdict)
         elif verdict.format == "ico" and not fallback and hasattr(im, "ico"):
             ico_damage(data, im, verdict, max_pixels)
             if verdict.error is not None or verdict.bomb is not None:
@@ -293,7 +293,22 @@ def _judge(data: Any, verdict: Verdict, max_pixels: int, fallback: bool, constan
     finally:
         im.close()
     if not fallback:
-        _container_end(data, verdict, gif)
+        _safely(_container_end, data, verdict, gif)
+
+
+T = TypeVar("T")
+
+
+def _safely(check: Callable[..., T], *args: Any) -> T | None:
+    """One of dscan's own structure checks beside Pillow's decode (strips, palette, directories, container
+    ends), which only adds damage: a flaw in it on a file Pillow reads (a tag of a type it did not expect) must
+    not become the file's error. Pillow's verdict stands; the check finds nothing."""
+    try:
+        return check(*args)
+    except MemoryError:
+        raise
+    except Exception:
+        return None
 
 
 def _palette(im: Image.Image, verdict: Verdict) -> None:

@@ -369,3 +369,18 @@ def test_a_jpeg_tables_tag_of_another_type_is_no_error_of_dscan(rng: np.random.G
     finally:
         tracemalloc.stop()
     assert verdict.judge == "pillow" and peak < 64 << 20, (verdict.error, peak)
+
+
+def test_a_flaw_in_a_strip_check_leaves_pillows_verdict(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dscan's own strip checks run beside Pillow's decode and only add damage: one that raises on a tag it
+    did not expect (as the JPEGTables check did) must leave the file as Pillow judged it, not corrupt."""
+    from scanner_service.imaging import pillow
+
+    def flawed(data: object, tags: object) -> str | None:
+        raise TypeError("a tag of a type this check did not expect")
+
+    monkeypatch.setattr(pillow, "deflate_damage", flawed)
+    verdict = inspect_image(tiff(rng, "tiff_adobe_deflate"), "a.tif")
+    assert verdict.format == "tiff" and verdict.error is None and verdict.damage == []

@@ -30,6 +30,8 @@ STRIPS = (273, 279)
 TILES = (324, 325)
 STEP = 1 << 20
 """Bytes inflated at a time: memory stays bounded whatever a strip's size."""
+MAX_INFLATED = 1 << 28
+"""Bytes inflated at most from a strip whose size the tags leave open."""
 
 
 def parts(data: Any, tags: Mapping[int, Any]) -> Iterator[tuple[str, int, bytes]]:
@@ -39,7 +41,11 @@ def parts(data: Any, tags: Mapping[int, Any]) -> Iterator[tuple[str, int, bytes]
     offsets, counts = tags.get(offsets_tag), tags.get(counts_tag)
     if not offsets or not counts:
         return
+    seen: set[tuple[int, int]] = set()
     for i, (offset, count) in enumerate(zip(offsets, counts, strict=False)):
+        if (offset, count) in seen:  # strips that share their bytes (a crafted file: 16 of one zlib bomb)
+            continue
+        seen.add((offset, count))
         yield kind, i, bytes(data[offset : offset + count])
 
 
@@ -48,17 +54,22 @@ def deflate_damage(data: Any, tags: Mapping[int, Any]) -> str | None:
     Deflate data damaged (zlib: <reason>)'; None when there is none (or the page is not Deflate)."""
     if tags.get(COMPRESSION) not in DEFLATE:
         return None
+    sizes = _part_sizes(tags)
     for kind, i, part in parts(data, tags):
         inflater = zlib.decompressobj()
         rest, out = part, b"-"
+        # libtiff inflates what the strip's rows hold and no more: so does this (a zlib bomb in a strip would
+        # take minutes of CPU here, where Pillow's decode takes none)
+        left = (sizes(i)[2] * sizes(i)[1] if sizes is not None else MAX_INFLATED) + STEP
         try:
-            while (rest or out) and not inflater.eof:  # (output still pending when the input is all read)
+            while (rest or out) and not inflater.eof and left > 0:  # (output still pending when the input is read)
                 out = inflater.decompress(rest, STEP)
                 rest = inflater.unconsumed_tail
+                left -= len(out)
         except zlib.error as exc:
             reason = str(exc).rpartition("data: ")[2] or str(exc)
         else:
-            if inflater.eof:
+            if inflater.eof or left <= 0:
                 continue
             reason = f"the stream does not end within the {kind}'s {len(part):,} bytes"
         return f"{kind} {i}: Deflate data damaged (zlib: {reason})"

@@ -384,3 +384,33 @@ def test_a_flaw_in_a_strip_check_leaves_pillows_verdict(
     monkeypatch.setattr(pillow, "deflate_damage", flawed)
     verdict = inspect_image(tiff(rng, "tiff_adobe_deflate"), "a.tif")
     assert verdict.format == "tiff" and verdict.error is None and verdict.damage == []
+
+
+def test_a_zlib_bomb_in_strips_is_inflated_no_further_than_the_rows_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight strips of a 64×8 page pointing at one Deflate stream of 64 MB of zeros: the strip check inflated
+    every strip to its end (seconds of CPU per file, where libtiff, and Pillow, stop at the rows' 512 bytes)."""
+    import zlib
+
+    from scanner_service.imaging import tiff_strips
+
+    inflated = [0]
+    original = zlib.decompressobj
+
+    class Counting:
+        def __init__(self) -> None:
+            self.inner = original()
+
+        def decompress(self, data: bytes, limit: int) -> bytes:
+            out = self.inner.decompress(data, limit)
+            inflated[0] += len(out)
+            return out
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(tiff_strips.zlib, "decompressobj", Counting)
+    bomb = zlib.compress(bytes(64 << 20), 9)
+    data = b"\0" * 8 + bomb
+    tags = {259: 8, 256: 64, 257: 8, 258: (8,), 277: 1, 278: 1, 273: (8,) * 8, 279: (len(bomb),) * 8}
+    assert tiff_strips.deflate_damage(data, tags) is None
+    assert inflated[0] <= 2 * tiff_strips.STEP + 512, f"{inflated[0]:,} bytes inflated"

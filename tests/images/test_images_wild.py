@@ -192,6 +192,19 @@ def test_svgs_saved_as_images_are_named_whatever_comes_before_the_svg_element(
     assert not_images["page.jpg"].startswith("content is HTML")  # an SVG inside a page is no SVG file
 
 
+def test_a_page_of_many_comments_and_no_svg_element_is_told_at_once() -> None:
+    """The SVG prologue's pattern let a comment run on through the comments after it: with no ``<svg`` after
+    26 comments (244 bytes of an HTML page saved as .jpg) the backtracking took 30 s, with 40 it never ended,
+    and the reader was killed as hung. Run apart, so that a return of it fails here instead of hanging."""
+    code = (
+        "from scanner_service.imaging.sniff import sniff\n"
+        "for head in (b'<!--a-->' * 60, b'<!DOCTYPE a [x]>' * 60, b'<!-- a -- b --><!---->' * 30 + b'<svg>'):\n"
+        "    print(sniff(head))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["None", "None", "svg"]
+
+
 def test_camera_raw_files_are_named_as_such(tmp_path: Path, write: Callable[[str, bytes], Path]) -> None:
     raws = {
         "IMG_0001.jpg": (struct.pack(">I", 24) + b"ftypcrx \x00\x00\x00\x01crx isom", "Canon CR3"),

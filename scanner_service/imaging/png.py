@@ -285,6 +285,7 @@ def _check(
     idat: list[Any] = []
     frames: list[_Frame] = []
     frame_count: int | None = None
+    animated = False  # an acTL chunk: without one, fcTL and fdAT are ancillary chunks every loader skips
     sequence = 0
     palette = transparency = False
     idat_state = 0  # 0 before IDAT, 1 inside the IDAT run, 2 after it
@@ -343,11 +344,12 @@ def _check(
             elif ctype == b"eXIf":
                 v.orientation = exif_orientation(exif_tiff(body))
             elif ctype == b"acTL" and len(body) >= 8:
+                animated = True
                 frame_count = int.from_bytes(body[0:4], "big") or None  # 0 frames: _Ancillary's problem
-            elif ctype == b"fcTL":
+            elif ctype == b"fcTL" and animated:
                 sequence = _sequence(body, sequence, "fcTL")
                 frames.append(_fctl(body, head))
-            elif ctype == b"fdAT":
+            elif ctype == b"fdAT" and animated:
                 sequence = _sequence(body, sequence, "fdAT")
                 if not frames:
                     raise PngError("APNG: fdAT before any fcTL")

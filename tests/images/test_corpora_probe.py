@@ -99,3 +99,20 @@ def test_an_apng_declaring_two_billion_frames_costs_no_memory_for_them(rng: np.r
         tracemalloc.stop()
     assert verdict.error is not None and "acTL declares 2,147,483,647 frames" in verdict.error
     assert peak < 64 << 20, f"{peak:,} bytes traced"
+
+
+def test_animation_chunks_without_an_actl_chunk_are_ignored_as_every_loader_ignores_them(
+    rng: np.random.Generator,
+) -> None:
+    """fcTL and fdAT without acTL make no animation (the chunks are ancillary: libpng, Pillow and pngcheck show
+    the default image alone); a damaged fdAT in such a file was corrupt-image ("APNG frame 0: ...")."""
+    apng = _apng_declaring(rng, 2)
+    at = apng.index(b"acTL") - 4
+    plain = apng[:at] + apng[at + 20 :]  # acTL gone (its 8 bytes of data, length, type and CRC)
+    fdat = plain.index(b"fdAT") - 4
+    length = int.from_bytes(plain[fdat : fdat + 4], "big")
+    body = plain[fdat + 8 : fdat + 12] + b"\x78\x9c" + bytes(length - 6)  # its zlib data zeroed
+    damaged = plain[:fdat] + chunk(b"fdAT", body) + plain[fdat + 12 + length :]
+    assert _pillow_frames(damaged) == 1
+    verdict = inspect_image(damaged, "plain.png")
+    assert verdict.error is None and verdict.damage == [] and verdict.frames == 1

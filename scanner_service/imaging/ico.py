@@ -23,12 +23,16 @@ def ico_damage(data: Any, icon: Any, verdict: Verdict, max_pixels: int) -> None:
     reports (a PNG's) is ``verdict.damage``, named by the entry. Entries are numbered as Pillow's
     ``icon.ico.frame(i)`` numbers them: the largest first, the one a ``load()`` reads."""
     n = len(data)
+    judged: set[tuple[int, int]] = set()
     for index, entry in enumerate(icon.ico.entry):
         label = f"icon image {index} ({entry.width}×{entry.height})"
         end = entry.offset + entry.size
         if end > n:
             verdict.error = f"truncated: {label} needs bytes {entry.offset:,} to {end:,}, the file has {n:,}"
             return
+        if (entry.offset, entry.size) in judged:  # entries that share one image (up to 65,535 of them) judged once
+            continue
+        judged.add((entry.offset, entry.size))
         part = data[entry.offset : end]
         if bytes(part[:8]) == PNG_SIGNATURE:
             if not _png(part, label, verdict, max_pixels):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 from imagetools import codes, encode, finding, natural, png, scan_dir
 from PIL import Image
 
@@ -134,3 +135,28 @@ def test_a_webp_whose_exif_chunk_pillow_cannot_read_decodes_with_a_warning(rng: 
     verdict = inspect_image(data, "a.webp")
     assert verdict.error is None and verdict.format == "webp"
     assert [d.split(" (")[0] for d in verdict.damage] == ["EXIF data Pillow cannot read"]
+
+
+def test_icon_entries_that_share_one_image_judge_it_once(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An icon directory may hold 65,535 entries, all naming one image: each was judged again (a crafted
+    266 KB file took minutes). The image is judged once; the entries are all inside the file."""
+    from scanner_service.imaging import ico
+
+    picture = encode(Image.fromarray(natural(rng, 16, 16)), "PNG")
+    entries = 500
+    start = 6 + 16 * entries
+    directory = b"".join(struct.pack("<BBBBHHII", 16, 16, 0, 0, 1, 32, len(picture), start) for _ in range(entries))
+    data = struct.pack("<HHH", 0, 1, entries) + directory + picture
+    judged: list[str] = []
+    real = ico._png
+
+    def counting(part: object, label: str, verdict: object, max_pixels: int) -> bool:
+        judged.append(label)
+        return real(part, label, verdict, max_pixels)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ico, "_png", counting)
+    verdict = inspect_image(data, "many.ico")
+    assert verdict.format == "ico" and verdict.error is None
+    assert len(judged) == 1

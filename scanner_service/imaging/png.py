@@ -33,7 +33,7 @@ images) without it, 0.05-0.13 s sooner.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover
 
 from .exif import XMP_KEYWORD, xmp_orientation
 from .exif import orientation as exif_orientation
-from .palette import first_beyond
+from .palette import beyond_in_blocks, first_beyond
 from .sniff import trailing_kind
 from .verdict import Verdict
 
@@ -58,6 +58,8 @@ COLOUR_NAMES = {0: "grayscale", 2: "RGB", 3: "palette", 4: "grayscale+alpha", 6:
 ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
 """(x0, y0, dx, dy) of the seven interlacing passes."""
 KNOWN_CRITICAL = frozenset({b"IHDR", b"PLTE", b"IDAT", b"IEND"})
+PALETTE_BLOCK = 4 << 20
+"""Pixels of palette indices unpacked at a time, in search of one beyond the palette."""
 CONSTANT_RATIO = 40
 """Compressed data this many times smaller than the raw rows makes an image a constant candidate."""
 ZLIB_ERROR: type[Exception] = fast_zlib.error  # type: ignore[assignment]
@@ -167,19 +169,24 @@ def _beyond_palette(data: Any, raw: bytes | bytearray, head: _Header, entries: i
         if depth == 8 and int(packed.max()) < entries:  # the filter bytes are 0: the maximum is the pixels'
             return None
         rows = packed.reshape(height, stride)[:, 1:]
-        indices: np.ndarray[Any, Any] = rows
-        if depth < 8:  # the pixels packed in each byte, high bits first (the row's padding bits cut off below)
-            shifts = np.arange(8 - depth, -1, -depth, dtype=np.uint8)
-            indices = ((rows[:, :, None] >> shifts) & ((1 << depth) - 1)).reshape(height, -1)
-        indices = indices[:, :width]
+        step = max(1, PALETTE_BLOCK // max(1, stride * 8 // depth))  # rows unpacked at a time: bounded memory
+
+        def blocks() -> Iterator[tuple[int, np.ndarray[Any, Any]]]:
+            for r in range(0, height, step):
+                indices: np.ndarray[Any, Any] = rows[r : r + step]
+                if depth < 8:  # the pixels packed in each byte, high bits first (the padding bits cut off below)
+                    shifts = np.arange(8 - depth, -1, -depth, dtype=np.uint8)
+                    indices = ((indices[:, :, None] >> shifts) & ((1 << depth) - 1)).reshape(len(indices), -1)
+                yield r, indices[:, :width]
+
+        beyond = beyond_in_blocks(blocks(), entries)
     else:
         from .pillow import palette_indices  # Pillow is imported only for these files
 
         decoded = palette_indices(data)
         if decoded is None:
             return None
-        indices = decoded
-    beyond = first_beyond(indices, entries)
+        beyond = first_beyond(decoded, entries)
     return None if beyond is None else f"IDAT: {beyond}"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from imagetools import codes, encode, finding, natural, scan_dir
+from imagetools import chunk, codes, encode, finding, natural, scan_dir
 from PIL import Image
 
 from scanner_service.imaging import inspect_image
@@ -252,3 +252,34 @@ def test_a_palette_image_of_one_colour_in_two_entries_is_a_constant_image(fmt: s
     assert inspect_image(_two_entry_image(fmt, (10, 20, 31)), "b").constant is None
     seen_through = inspect_image(_two_entry_image(fmt, (10, 20, 30), transparent=1), "c")
     assert seen_through.constant is None  # one half transparent: two colours once alpha is kept
+
+
+def test_indices_beyond_a_short_palette_are_searched_in_bounded_memory() -> None:
+    """A 1-bit palette PNG of 6,000² whose every pixel is index 1 of a 1-entry palette: the search unpacked
+    every row at once and listed every out-of-range pixel as an 8-byte position (1.6 GB for a crafted
+    13,000² file of 37 KB). Now a block of rows at a time."""
+    import struct
+    import tracemalloc
+    import zlib
+
+    side = 6000
+    rows = (b"\0" + b"\xff" * (side // 8)) * side
+    ihdr = struct.pack(">IIBBBBB", side, side, 1, 3, 0, 0, 0)
+    data = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"PLTE", bytes(3))
+        + chunk(b"IDAT", zlib.compress(rows, 6))
+        + chunk(b"IEND", b"")
+    )
+    del rows
+    tracemalloc.start()
+    try:
+        verdict = inspect_image(data, "short.png")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert verdict.damage == [
+        "IDAT: palette index 1 beyond the 1-entry palette (row 0, column 0; 36,000,000 pixels out of range)"
+    ]
+    assert peak < 64 << 20, f"{peak:,} bytes traced"  # the inflated rows (4.5 MB) and blocks, not 36M positions

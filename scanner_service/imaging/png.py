@@ -138,20 +138,16 @@ def _bad_filter_row(
             return None
         row = next(i for i, t in enumerate(types) if t > 4)
         return row, types[row]
-    import numpy as np  # (here: see the module's note)
-
-    starts = []
-    offset = 0
-    for pw, ph in _passes(width, height, interlace):
+    offset = row = 0
+    for pw, ph in _passes(width, height, interlace):  # (rows numbered through the passes, in the data's order)
         stride = 1 + (pw * bits + 7) // 8
-        starts.append(np.arange(ph, dtype=np.int64) * stride + offset)
+        types = raw[offset : offset + ph * stride : stride]  # one byte a row (positions of 8 bytes: 9x the data)
+        if types and max(types) > 4:
+            first = next(i for i, t in enumerate(types) if t > 4)
+            return row + first, types[first]
         offset += ph * stride
-    index = np.concatenate(starts)
-    found = np.frombuffer(raw, np.uint8)[index]
-    bad = np.flatnonzero(found > 4)
-    if bad.size == 0:
-        return None
-    return int(bad[0]), int(found[bad[0]])
+        row += ph
+    return None
 
 
 def _beyond_palette(data: Any, raw: bytes | bytearray, head: _Header, entries: int) -> str | None:

@@ -233,7 +233,7 @@ print(len(found), sum(Verdict(*fields).error is not None for _, fields in found.
 
 def test_the_head_start_judges_pngs_and_pillows_formats_without_numpy(tmp_path: Path, rng: np.random.Generator) -> None:
     """numpy is what takes the head start's time to its first verdict (0.05-0.13 s to import): the PNG and
-    Pillow judges import it only for the files that need it (interlaced rows here), so a folder of PNGs, WebP,
+    Pillow judges import it only for the files that need it, so a folder of PNGs (interlaced ones too), WebP,
     BMP or TIFF images is judged without it (a JPEG needs it: simplejpeg imports it)."""
     folder = tmp_path / "imgs"
     folder.mkdir()
@@ -245,7 +245,10 @@ def test_the_head_start_judges_pngs_and_pillows_formats_without_numpy(tmp_path: 
     assert out.stdout.split() == ["4", "0", "False"], out.stdout + out.stderr  # four verdicts, no error
     (folder / "2.png").write_bytes(png_bytes(natural(rng), colour=2, interlace=True))
     out = subprocess.run(probe, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["5", "0", "True"], out.stdout + out.stderr
+    assert out.stdout.split() == ["5", "0", "False"], out.stdout + out.stderr
+    (folder / "3.jpg").write_bytes(jpeg(rng))
+    out = subprocess.run(probe, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["6", "0", "True"], out.stdout + out.stderr
 
 
 def test_a_head_start_is_stopped_when_the_path_is_no_dataset(tmp_path: Path) -> None:

@@ -721,7 +721,14 @@ class _Ancillary:
         self.text += len(body) - pos
         self._xmp(body, pos, bytes(body[pos:]))
 
+    def _beyond_text_memory(self) -> bool:
+        """Whether the text so far is past Pillow's limit on all text (the file is refused at ``finish``): the
+        chunks after it are not inflated (2,000 text chunks of a zlib bomb each took seconds a file)."""
+        return self.text > _pillow_limits()[1]
+
     def _ztxt(self, name: str, body: memoryview) -> None:
+        if self._beyond_text_memory():
+            return
         pos = self._keyword(name, body)
         if pos >= 0 and self._method(name, body, pos):
             out = self._inflate(name, body[pos + 1 :])
@@ -730,6 +737,8 @@ class _Ancillary:
                 self._xmp(body, pos, out)
 
     def _itxt(self, name: str, body: memoryview) -> None:
+        if self._beyond_text_memory():
+            return
         pos = self._keyword(name, body)
         if pos < 0:
             return

@@ -283,3 +283,27 @@ def test_indices_beyond_a_short_palette_are_searched_in_bounded_memory() -> None
         "IDAT: palette index 1 beyond the 1-entry palette (row 0, column 0; 36,000,000 pixels out of range)"
     ]
     assert peak < 64 << 20, f"{peak:,} bytes traced"  # the inflated rows (4.5 MB) and blocks, not 36M positions
+
+
+def test_text_chunks_past_pillows_limit_on_all_text_are_not_inflated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the text read passes Pillow's limit on all text, Pillow refuses the file: the text chunks after
+    that point were still inflated, each to its own limit (2,000 small zlib bombs took seconds a file)."""
+    import zlib
+
+    from scanner_service.imaging import png as png_judge
+
+    inflated: list[str] = []
+    real = png_judge._Ancillary._inflate
+
+    def counting(self: object, name: str, stream: memoryview) -> bytes | None:
+        inflated.append(name)
+        return real(self, name, stream)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(png_judge._Ancillary, "_inflate", counting)
+    text = chunk(b"zTXt", b"Comment\0\0" + zlib.compress(b"a" * 1_000_000, 9))
+    base = encode(Image.fromarray(natural(np.random.default_rng(0), 16, 16)), "PNG")
+    at = base.index(b"IDAT") - 4
+    data = base[:at] + text * 100 + base[at:]
+    verdict = inspect_image(data, "chatty.png")
+    assert verdict.error is not None and "more than Pillow's limit" in verdict.error
+    assert len(inflated) < 70  # 68 chunks of 1,000,000 characters pass 64 MiB

@@ -484,16 +484,17 @@ def _other_pictures(data: Any, end: int, verdict: Verdict, picture: int = 1) -> 
     """Check the pictures of an MPO file that follow one another from ``end`` on (without a usable MP index),
     as every frame of a multi-frame file is checked; the offset after the last one (-1 when one is cut short
     or broken). ``picture``: the number of the picture that ends at ``end``."""
+    view = memoryview(data)  # (the rest of the file as a view: a copy per picture made many pictures quadratic)
     while bytes(data[end : end + 3]) == b"\xff\xd8\xff":
         picture += 1
-        part = bytes(data[end:])
+        part = view[end:]
         head = parse_header(part)
         after = end_of_image(part, head.scan) if head.scan else -1
         if after < 0:
             verdict.error = verdict.error or f"picture {picture} of the MPO file is truncated (no end-of-image marker)"
             return -1
         try:
-            _strict_decode(part[:after], head)
+            _strict_decode(bytes(part[:after]), head)
         except ValueError as exc:
             reason = exc.args[0]
             try:

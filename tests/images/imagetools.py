@@ -140,3 +140,18 @@ def places(report: Report, code: str) -> list[str]:
     """The paths a finding names (empty when there is no such finding)."""
     f = finding(report, code)
     return [loc.path for loc in f.locations] if f else []
+
+
+def inspected_with_peak(data: bytes, name: str) -> tuple[Any, int]:
+    """``inspect_image(data, name)`` and the peak of the memory Python and numpy allocated meanwhile (bytes):
+    what a crafted file's header makes the inspection allocate, where a bug once took gigabytes."""
+    import tracemalloc
+
+    from scanner_service.imaging import inspect_image
+
+    tracemalloc.start()
+    try:
+        verdict = inspect_image(data, name)
+        return verdict, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

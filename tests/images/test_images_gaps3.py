@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from imagetools import chunk, codes, encode, finding, natural, scan_dir
+from imagetools import chunk, codes, encode, finding, inspected_with_peak, natural, scan_dir
 from PIL import Image
 
 from scanner_service.imaging import inspect_image
@@ -259,7 +259,6 @@ def test_indices_beyond_a_short_palette_are_searched_in_bounded_memory() -> None
     every row at once and listed every out-of-range pixel as an 8-byte position (1.6 GB for a crafted
     13,000² file of 37 KB). Now a block of rows at a time."""
     import struct
-    import tracemalloc
     import zlib
 
     side = 6000
@@ -273,12 +272,7 @@ def test_indices_beyond_a_short_palette_are_searched_in_bounded_memory() -> None
         + chunk(b"IEND", b"")
     )
     del rows
-    tracemalloc.start()
-    try:
-        verdict = inspect_image(data, "short.png")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    verdict, peak = inspected_with_peak(data, "short.png")
     assert verdict.damage == [
         "IDAT: palette index 1 beyond the 1-entry palette (row 0, column 0; 36,000,000 pixels out of range)"
     ]

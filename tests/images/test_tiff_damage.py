@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from imagetools import encode, natural
+from imagetools import encode, inspected_with_peak, natural
 from PIL import Image, TiffImagePlugin
 
 from scanner_service.imaging import inspect_image, tiff_log
@@ -354,20 +354,12 @@ def test_a_jpeg_tables_tag_of_another_type_is_no_error_of_dscan(rng: np.random.G
     """A JPEGTables tag typed ASCII made the strip check raise ("string argument without an encoding"): a
     corrupt-image for a file Pillow loads. Typed LONG, ``bytes(n)`` allocated n bytes (libtiff then refuses
     the file: Pillow's error is the verdict)."""
-    import tracemalloc
-
     text = _jpeg_tables_typed(tiff(rng, "jpeg"), 2)
     with Image.open(io.BytesIO(text)) as im:
         im.load()
     verdict = inspect_image(text, "ascii.tif")
     assert verdict.error is None and verdict.format == "tiff", verdict.error
-    number = _jpeg_tables_typed(tiff(rng, "jpeg"), 4, 2**30)
-    tracemalloc.start()
-    try:
-        verdict = inspect_image(number, "long.tif")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    verdict, peak = inspected_with_peak(_jpeg_tables_typed(tiff(rng, "jpeg"), 4, 2**30), "long.tif")
     assert verdict.judge == "pillow" and peak < 64 << 20, (verdict.error, peak)
 
 

@@ -24,7 +24,7 @@ import click
 from click.core import ParameterSource
 
 from . import __version__, checks
-from .config import file_note, load_config
+from .config import ScanConfig, file_note, load_config
 from .errors import DscanError, OutputError, SourceError, UsageError
 from .head_start import HeadStart
 from .render import FORMATS, render
@@ -389,12 +389,7 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
     target = output_file(output, Path(path))
     with stopped_by_signals(), dropped_when_no_report(target):
         try:
-            config_file, overrides, here = (
-                flags.pop("config_file"),
-                {k: flags.get(k) for k in CONFIG_FLAGS},
-                current_folder(),
-            )
-            config = load_config(config_file, overrides, here)
+            config, note = command_config(flags)
             progress = RichProgress() if fmt == "text" and is_terminal(sys.stderr) and target is None else None
             head_start = click.get_current_context().find_object(HeadStart)
             try:
@@ -403,7 +398,6 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
                 if progress is not None:
                     progress.finish()
             report = ran_some_check(scanned)
-            note = file_note(config_file, overrides, here)
             if note is not None:
                 report.info[CONFIG_NOTE] = note
         except DscanError as exc:
@@ -412,6 +406,13 @@ def scan_command(path: str | None, fmt: str, output: Path | None, workers: int |
             raise Failure(unreadable(path, exc)) from exc
     emit(report, fmt, target)
     sys.exit(report.exit_code())
+
+
+def command_config(flags: dict[str, Any]) -> tuple[ScanConfig, str | None]:
+    """A command's scan options: its flags over the config file it names or finds from the current folder
+    (``flags`` loses ``config_file``), and the report note naming the options that file set (None when none)."""
+    config_file, overrides, here = flags.pop("config_file"), {k: flags.get(k) for k in CONFIG_FLAGS}, current_folder()
+    return load_config(config_file, overrides, here), file_note(config_file, overrides, here)
 
 
 @contextlib.contextmanager

@@ -20,10 +20,9 @@ from .errors import DscanError
 def register(main: click.Group) -> None:
     """Add ``submit`` and ``serve`` to the ``dscan`` command group."""
     from .cli import (
-        CONFIG_FLAGS,
         CONFIG_NOTE,
         Failure,
-        current_folder,
+        command_config,
         dropped_when_no_report,
         emit,
         implied_format,
@@ -59,19 +58,13 @@ def register(main: click.Group) -> None:
         """Scan PATH on a dscan service. PATH is as the server sees it (relative paths that exist here are
         made absolute; others are taken inside the server's first data root); so is --root."""
         from .client import ServiceClient
-        from .config import file_note, load_config
 
         fmt = implied_format(fmt, output)
         local = os.path.exists(path)  # then the report must not overwrite it, should the server see it too
         report_file = output_file(output, Path(path) if local else None) if wait else None
         with dropped_when_no_report(report_file):  # (a failed job, Ctrl-C: no report, as `dscan scan`)
             try:
-                config_file, overrides, here = (
-                    flags.pop("config_file"),
-                    {k: flags.get(k) for k in CONFIG_FLAGS},
-                    current_folder(),
-                )
-                config = load_config(config_file, overrides, here)
+                config, from_file = command_config(flags)
                 options = config.model_dump(mode="json", exclude_defaults=True)
                 target = path if os.path.isabs(path) or not local else os.path.abspath(path)
                 if config.root is not None and not os.path.isabs(config.root) and os.path.isdir(config.root):
@@ -95,7 +88,6 @@ def register(main: click.Group) -> None:
                         reason = f": {state['error']}" if state.get("error") else ""
                         raise Failure(DscanError(f"scan {job['id']} {state['status']}{reason}"))
                     report = ran_some_check(client.fetch_report(job["id"]))  # exit 2, as `dscan scan` does
-                    from_file = file_note(config_file, overrides, here)
                     if from_file is not None:  # the options a config file here set: the report says so, as scan's
                         report.info[CONFIG_NOTE] = from_file
             except DscanError as exc:

@@ -45,6 +45,22 @@ class Rows:
         return int(math.prod(self.shape[1:])) * self.dtype.itemsize if self.shape else self.dtype.itemsize
 
 
+def block_rows(row_bytes: int, block_bytes: int, step: int = 1) -> int:
+    """Rows an array's reader takes into memory at a time: about ``block_bytes``, in whole steps of ``step`` rows
+    (an HDF5 dataset's chunk rows), at least one step."""
+    return max(step, max(1, block_bytes // max(1, row_bytes)) // step * step)
+
+
+def shard_rows(row_bytes: int, shard_bytes: int, block_bytes: int, step: int = 1) -> int:
+    """Rows of an array per shard: about ``shard_bytes``, in whole steps, and in whole blocks when a shard holds
+    one or more. Each shard's reader takes its blocks from the shard's first row, so shards of whole blocks
+    give every block the same rows whatever the shard size, and a float32 block's sums (which depend on
+    which rows they add) the same values: the statistics do not change with ``shard_bytes``."""
+    per = max(step, max(1, shard_bytes // max(1, row_bytes)) // step * step)
+    block = block_rows(row_bytes, block_bytes, step)
+    return per // block * block if per >= block else per
+
+
 Item = Any
 """One of the item classes of ``scanner_service.items`` (or a format's own, with a ``kind``)."""
 

@@ -40,7 +40,7 @@ from ..partial import Partial, merge
 from ..records.image import image_format
 from ..statistics import channel_layout, complex_parts
 from ..text import printable
-from .base import Plan, Rows, Shard, Source, SourceInfo, pack_segments, segment_shard
+from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segments, segment_shard, shard_rows
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
 from .hdf5_roles import SHOWN as ROLES_SHOWN
@@ -1129,7 +1129,7 @@ class Hdf5Source(Source):
         self, ds: _Dataset, rel: str, line: int | None, stream_start: int, stream: str | None = None
     ) -> list[dict[str, Any]]:
         step = ds.chunks[0] if ds.chunks else 1
-        per = max(step, (self.config.shard_bytes // max(1, ds.row_bytes)) // step * step)
+        per = shard_rows(ds.row_bytes, self.config.shard_bytes, self.config.block_bytes, step)
         if ds.role is not None:  # one sample (at most ROLE_MAX_BYTES): one segment, V005 judges it whole
             per = max(1, ds.rows)
         out = []
@@ -1383,9 +1383,7 @@ class _SegmentReader:
     def _row_step(self) -> int:
         if self.role is not None:
             return max(1, self.shape[0])
-        step = self.ds.chunks[0] if self.ds.chunks else 1
-        rows = max(1, self.block_bytes // max(1, self.row_bytes))
-        return max(step, rows // step * step)
+        return block_rows(self.row_bytes, self.block_bytes, self.ds.chunks[0] if self.ds.chunks else 1)
 
     def _h5py_blocks(self) -> Iterator[Any]:
         start, stop = self.seg["start"], self.seg["stop"]

@@ -49,7 +49,7 @@ from ..labels import is_onehot_shape, label_tally
 from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout, complex_parts
-from .base import Plan, Rows, Shard, Source, SourceInfo, pack_segments, segment_shard
+from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segments, segment_shard, shard_rows
 from .naming import LABEL_NAMES, is_label_name, split_folder, split_of, split_stream
 from .npy_fields import FieldPath, field_dtype, field_text, leaf_fields, pick
 from .npy_files import NPY_MAGIC, ZIP_MAGIC, folder_arrays, is_numpy_source
@@ -550,7 +550,7 @@ class NumpySource(Source):
             **({"zip": a.zipped.spec()} if a.zipped is not None else {}),
         }
         whole = a.zipped is not None or (a.fortran and len(a.shape) >= 2)
-        per = a.rows if whole else max(1, self.config.shard_bytes // max(1, a.row_bytes))
+        per = a.rows if whole else shard_rows(a.row_bytes, self.config.shard_bytes, self.config.block_bytes)
         out = []
         for start in range(0, a.rows, per):
             stop = min(a.rows, start + per)
@@ -744,7 +744,7 @@ class _SegmentReader:
 
     def _rows(self) -> Iterator[Any]:
         start, stop = self.seg["start"], self.seg["stop"]
-        step = max(1, self.block_bytes // max(1, self.row_bytes))
+        step = block_rows(self.row_bytes, self.block_bytes)
         rest = (0,) * max(0, len(self.shape) - 1)
         # a member is one segment, read from its start; a file's rows are read at their offset
         buf = None if self.stream is not None else aligned_buffer(min(step, stop - start) * self.row_bytes)

@@ -148,3 +148,34 @@ def test_worker_count_does_not_change_the_report(tmp_path: Path) -> None:
     reports = [comparable(scan(root, config, workers=n).model_dump(mode="json")) for n in (0, 1, 2)]
     assert reports[0] == reports[1] == reports[2]
     assert {f["code"] for f in reports[0]["findings"]} >= {"V001", "V002", "S001", "S002", "L001", "L003"}
+
+
+def _statistics(path: Path, config: ScanConfig) -> tuple[int, list[dict]]:
+    planned = plan(path, config)
+    partials = [planned.partial] + [scan_shard(planned.source.kind, str(path), s, config) for s in planned.shards]
+    report = build_report(planned.source, merge(partials), config, 0.0).model_dump(mode="json")
+    return len(planned.shards), report["statistics"]
+
+
+def test_statistics_are_the_same_whatever_the_shard_size(tmp_path: Path) -> None:
+    """Shards of whole blocks: each block of float32 values is summed over the same rows however the dataset is
+    sharded, so the means and deviations are exactly the same (they moved in their seventh digit), for
+    HDF5 datasets (contiguous and chunked) and NumPy files alike."""
+    rng = np.random.default_rng(7)
+    data = (rng.standard_normal((20_000, 64)) * 3 + 1).astype(np.float32)  # rows of 256 bytes, 5 MB
+    h5 = tmp_path / "t.h5"
+    with h5py.File(h5, "w") as fh:
+        fh.create_dataset("flat", data=data)
+        fh.create_dataset("chunked", data=data, chunks=(10, 64))
+    npy = tmp_path / "t.npy"
+    np.save(npy, data)
+    block = 64 * 256  # 64 rows a block (60 of the chunked dataset: whole chunks)
+    for path in (h5, npy):
+        found = [
+            _statistics(path, ScanConfig(block_bytes=block, shard_bytes=rows * 256))
+            for rows in (20_000, 9_000, 5_000, 1_000)
+        ]
+        counts = [shards for shards, _ in found]
+        assert counts == sorted(set(counts)), (path, counts)  # ever more shards
+        assert all(stats == found[0][1] for _, stats in found[1:]), path
+    assert len(found[0][1]) == 1 and found[0][1][0]["mean"] != 0

@@ -368,8 +368,10 @@ class ImageListSource(ImageFilesSource):
 
     @property
     def list_name(self) -> str:
-        """The list file as locations name it (relative to the root when it lies below it)."""
-        return self.relative(self.path)
+        """The list file as locations name it: relative to the root, as every location is (``../train.txt``
+        for a list beside a ``--root`` folder), so a report names no folder of the machine it ran on."""
+        inside = self.relative(self.path)
+        return inside if not os.path.isabs(inside) else Path(os.path.relpath(self.path, self.root)).as_posix()
 
     def listed_files(self) -> list[Path]:
         root = self.data_root()

@@ -1581,6 +1581,9 @@ class _SegmentReader:
         passes); any other block is read chunk by chunk (``_chunk_blocks``), which also isolates a chunk that
         cannot be read."""
         chunk_bytes = math.prod(chunks) * self.dtype.itemsize
+        if chunk_bytes > 2 * self.block_bytes:
+            yield from self._chunk_slices(chunks, index, chunk_bytes)
+            return
         span = max(1, self.block_bytes // chunk_bytes) * chunks[0]
         buf = aligned_buffer(min(span, self.seg["stop"] - self.seg["start"]) * self.row_bytes)
         rest = (0,) * (len(self.shape) - 1)
@@ -1598,6 +1601,31 @@ class _SegmentReader:
                 yield self._block(data.reshape(end - r, *self.shape[1:]), (r, *rest))
             else:
                 yield from self._chunk_blocks(chunks, r, end)
+
+    def _chunk_slices(self, chunks: tuple[int, ...], index: ChunkIndex, chunk_bytes: int) -> Iterator[Any]:
+        """Uncompressed whole-row chunks of more than two blocks, read a block of rows at a time from where those
+        rows lie in the chunk (in order, as in a contiguous dataset): the blocks ``_bounded`` would cut a whole
+        chunk into, without holding the chunk (a 1 GB chunk took 1 GB). A chunk that is unwritten or does not
+        lie whole in the file is read as a whole chunk (``_chunk_blocks``), which reports what it lacks."""
+        step = max(1, self.block_bytes // max(1, self.row_bytes))
+        start, stop = self.seg["start"], self.seg["stop"]
+        buf = aligned_buffer(min(step, stop - start) * self.row_bytes)
+        rest = (0,) * (len(self.shape) - 1)
+        size = os.fstat(self.fd).st_size
+        for q in range(start, stop, chunks[0]):
+            end = min(stop, q + chunks[0])
+            at = index.lookup((q, *rest))[0]
+            if at is None or at + chunk_bytes > size:
+                yield from self._chunk_blocks(chunks, q, end)
+                continue
+            for r in range(q, end, step):
+                want = min(step, end - r) * self.row_bytes
+                got = os.preadv(self.fd, [buf[:want]], at + (r - q) * self.row_bytes)
+                if got != want:  # (the file shrank while it was read)
+                    yield self._failure(r, end, _chunk_label((q, *rest), chunks), OSError("short read"))
+                    break
+                data = np.frombuffer(buf, self.dtype, count=want // self.dtype.itemsize)
+                yield self._block(data.reshape(want // self.row_bytes, *self.shape[1:]), (r, *rest))
 
     def _chunk_blocks(self, chunks: tuple[int, ...], start: int, stop: int) -> Iterator[Any]:
         """Whole-row chunks of rows ``start``..``stop`` decoded one by one into blocks of about ``block_bytes``."""

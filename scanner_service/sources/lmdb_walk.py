@@ -125,8 +125,15 @@ def _pipe_sink(fd: int) -> Sink:
     return send
 
 
+MAX_SHARD_RECORDS = 1 << 18
+"""Records per shard at most (shards are then cut at the nearest leaf page): a reader places every record of
+its shard at once (about 170 bytes each), so records of a few bytes, hundreds to a page, made 64 MB of pages
+cost 550 MB a reader; 262,144 cost about 45 MB."""
+
+
 def records_per_shard(stat: dict[str, int], shard_bytes: int) -> int:
-    """Records per shard for about ``shard_bytes`` of pages each (the mean record's share of the pages).
+    """Records per shard for about ``shard_bytes`` of pages each (the mean record's share of the pages), at most
+    ``MAX_SHARD_RECORDS``.
 
     The page counts come from the meta page; a damaged one can claim more pages than the file has (one
     flipped bit made it 8.8e12): they are bounded by the last page in use, when ``stat`` carries it."""
@@ -134,7 +141,7 @@ def records_per_shard(stat: dict[str, int], shard_bytes: int) -> int:
     if "last_pgno" in stat:
         pages = min(pages, int(stat["last_pgno"]) + 1)
     mean = max(1, pages * stat["psize"] // max(1, stat["entries"]))
-    return max(1, shard_bytes // mean)
+    return max(1, min(MAX_SHARD_RECORDS, shard_bytes // mean))
 
 
 def _per(stat: dict[str, int], job: Job) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from scanner_service import ScanConfig, plan
+from scanner_service import ScanConfig, plan, scan
 from scanner_service.errors import UnsupportedSource
 from scanner_service.forked import stall_reason
 from scanner_service.sources import detect_kind
@@ -116,6 +116,31 @@ def test_shards_are_key_ranges_balanced_by_count(make_env: EnvMaker) -> None:
         assert bytes.fromhex(spec["last"]) == keys[position + spec["count"] - 1]
         assert spec["prev"] == (keys[position - 1].hex() if position else None)
         position += spec["count"]
+
+
+def test_shards_of_tiny_records_are_capped_by_count(make_env: EnvMaker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records of a few bytes, hundreds to a page, are cut into shards of about ``MAX_SHARD_RECORDS`` (a
+    reader places all of its shard's records at once: 64 MB of such pages cost 550 MB a reader), and the
+    report is the one a single shard gives."""
+    from scanner_service.sources import lmdb_walk
+
+    records = [(key(i), datum(shape=(1, 1, 1), data=bytes([i % 251]), label=i % 3)) for i in range(5_000)]
+    path = make_env(records)
+    config = ScanConfig(batch_size=8, max_locations=1000)
+    whole = plan(path, config)
+    assert len(whole.shards) == 1
+    assert lmdb_walk.records_per_shard({**STAT, "entries": 10**9, "leaf_pages": 10**7}, 64 << 20) == 1 << 18
+    single = scan(path, config, workers=0)
+    monkeypatch.setattr(lmdb_walk, "MAX_SHARD_RECORDS", 1_000)
+    cut = plan(path, config)
+    counts = [s.spec["count"] for s in cut.shards]
+    assert len(counts) >= 4 and max(counts) < 1_200 and sum(counts) == 5_000, counts  # (cut at leaf pages)
+    many = scan(path, config, workers=0)
+    assert many.summary.items_scanned == single.summary.items_scanned == 5_000
+    assert many.model_dump(exclude={"summary", "created"}) == single.model_dump(exclude={"summary", "created"})
+
+
+STAT = {"branch_pages": 0, "leaf_pages": 0, "overflow_pages": 0, "psize": 4096, "entries": 0}
 
 
 def test_split_halves_a_range_by_count_down_to_one_record(make_env: EnvMaker) -> None:

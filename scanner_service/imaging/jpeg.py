@@ -397,7 +397,7 @@ def _strict_failed(
     except ValueError as exc:
         fatal = str(exc)
     else:
-        if head.scan and end_of_image(data, head.scan) < 0 and data.find(b"\xff\xd9", head.scan) < 0:
+        if head.scan and end_of_image(data, head.scan) < 0 and END_MARKER.search(data, head.scan) is None:
             verdict.error = f"truncated: no end-of-image marker (libjpeg: {reason})"
             return
         if reason.startswith(HARMLESS):

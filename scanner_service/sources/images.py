@@ -291,7 +291,7 @@ class ImageFilesSource(Source):
                 with open(full, "rb", buffering=0) as fh:
                     data = fh.read(HEAD_BYTES) if sizes[i] > WHOLE_FILE_LIMIT else fh.read()
                     if len(data) == HEAD_BYTES and sniff(data) is not None:
-                        data = with_rest(data, fh)  # a big image: read it all; big non-images stay a head
+                        data = read_again(fh)  # a big image: read it all; big non-images stay a head
             except FileNotFoundError:
                 gone = where.model_copy(update={"detail": "the file no longer exists"})
                 yield ReadFailure("S004", gone, items=1)
@@ -359,22 +359,11 @@ EMPTY_CLASS = "the class folder holds no image: torchvision's ImageFolder raises
 SPECIAL = "a named pipe, socket or device named as an image: ImageFolder lists it, and opening it blocks or fails"
 
 
-def with_rest(head: bytes, fh: io.FileIO) -> memoryview:
-    """``head`` (the first bytes read from ``fh``) and the rest of the file, read in place into one buffer:
-    ``head + fh.read()`` held a big image twice (2 GB for a 1 GB file)."""
-    size = max(len(head), os.fstat(fh.fileno()).st_size)
-    buf = bytearray(size)
-    buf[: len(head)] = head
-    at = len(head)
-    with memoryview(buf) as view:
-        while at < size:
-            got = fh.readinto(view[at:])
-            if not got:
-                break
-            at += got
-    del buf[at:]  # (the file shrank since it was measured)
-    buf += fh.read()  # (or grew)
-    return memoryview(buf)
+def read_again(fh: io.FileIO) -> bytes:
+    """The whole file, read again from its start into one buffer of its size: ``head + fh.read()`` held a big
+    image twice (2 GB for a 1 GB file)."""
+    fh.seek(0)
+    return fh.readall()
 
 
 Walked = tuple[list[str], list[str], list[str], list[tuple[str, str]]]

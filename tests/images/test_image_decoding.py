@@ -692,3 +692,13 @@ def test_a_gif_with_one_byte_of_its_signature_changed_is_a_corrupt_gif(rng: np.r
         assert v.error.endswith("(Pillow: cannot identify the image)"), v.error
     assert inspect_image(b"GIF8\x009" + good[6:], "x.gif").format is None  # two bytes changed: unknown data
     assert inspect_image(good, "x.gif").error is None
+
+
+def test_a_view_of_the_bytes_gets_the_verdict_of_the_bytes(rng: np.random.Generator) -> None:
+    """``inspect_image`` takes a memoryview as it takes bytes: a truncated JPEG without its end marker was
+    handed to Pillow from a view (``bytes.find``, which a view lacks, raised in the JPEG judge)."""
+    whole = jpeg(rng, 64, 80)
+    for data in (whole, whole[: len(whole) - 40], whole + b"PK\x03\x04 appended", whole[:2] + b"\x00" + whole[3:]):
+        assert inspect_image(memoryview(bytearray(data)), "a.jpg") == inspect_image(data, "a.jpg")
+    cut = inspect_image(memoryview(whole[: len(whole) - 40]), "a.jpg")
+    assert cut.judge == "jpeg" and cut.error is not None and cut.error.startswith("truncated: no end-of-image"), cut

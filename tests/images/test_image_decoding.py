@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from imagetools import chunk, encode, jpeg, natural, png, png_bytes, zero_block
+from imagetools import chunk, encode, inspected_with_peak, jpeg, natural, png, png_bytes, zero_block
 from PIL import Image
 
 from scanner_service.imaging import decoder_entry, inspect_image, judge_label
+from scanner_service.imaging import png as png_module
 from scanner_service.imaging.jpeg import end_of_image, parse_header
 from scanner_service.imaging.sniff import certainly_no_image
 
@@ -702,3 +703,65 @@ def test_a_view_of_the_bytes_gets_the_verdict_of_the_bytes(rng: np.random.Genera
         assert inspect_image(memoryview(bytearray(data)), "a.jpg") == inspect_image(data, "a.jpg")
     cut = inspect_image(memoryview(whole[: len(whole) - 40]), "a.jpg")
     assert cut.judge == "jpeg" and cut.error is not None and cut.error.startswith("truncated: no end-of-image"), cut
+
+
+def _png_of(rows: bytes, width: int, height: int, colour: int, depth: int, z: bytes | None = None) -> bytes:
+    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([depth, colour, 0, 0, 0])
+    body = zlib.compress(rows) if z is None else z
+    parts = [body[i : i + 700] for i in range(0, len(body), 700)] or [b""]  # several IDAT chunks
+    idat = b"".join(chunk(b"IDAT", p) for p in parts)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + idat + chunk(b"IEND", b"")
+
+
+def test_big_image_data_checked_in_pieces_gets_the_verdict_of_the_whole(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Image data above ``STREAM_BYTES`` is inflated and its filter types checked a piece at a time (a 20,000 x
+    20,000 RGB image held 1.2 GB at once): every verdict is the one the whole data gets, for valid data and for
+    each kind of damage, with pieces of one row, of a few rows and of the whole."""
+    cases: dict[str, bytes] = {}
+    for colour, depth, width, height in ((2, 8, 40, 30), (0, 16, 33, 25), (6, 8, 7, 50)):
+        channels = {0: 1, 2: 3, 6: 4}[colour]
+        stride = 1 + width * channels * depth // 8
+        rows = bytearray()
+        for r in range(height):
+            rows += bytes([r % 5]) + rng.integers(0, 256, stride - 1, dtype=np.uint8).tobytes()
+        z = zlib.compress(bytes(rows))
+        bad = bytearray(rows)
+        bad[17 * stride] = 7
+        flipped = bytearray(z)
+        flipped[len(z) // 2] ^= 0xFF
+        for name, data in {
+            "valid": _png_of(bytes(rows), width, height, colour, depth),
+            "bad filter in row 17": _png_of(bytes(bad), width, height, colour, depth),
+            "a row too many": _png_of(bytes(rows) + bytes(stride), width, height, colour, depth),
+            "two rows short": _png_of(bytes(rows[: -2 * stride]), width, height, colour, depth),
+            "stream cut": _png_of(b"", width, height, colour, depth, z=z[: len(z) // 2]),
+            "no checksum": _png_of(b"", width, height, colour, depth, z=z[:-4]),
+            "bytes after the stream": _png_of(b"", width, height, colour, depth, z=z + b"junk"),
+            "a chunk after the stream": _png_of(b"", width, height, colour, depth, z=z + bytes(1500)),
+            "flipped byte": _png_of(b"", width, height, colour, depth, z=bytes(flipped)),
+            "window": _png_of(b"", width, height, colour, depth, z=bytes([0x88]) + z[1:]),
+        }.items():
+            cases[f"{colour}/{depth} {name}"] = data
+    whole = {name: inspect_image(data, "a.png") for name, data in cases.items()}
+    assert whole["2/8 bad filter in row 17"].error == "IDAT: invalid filter type 7 in row 17"
+    assert whole["2/8 valid"].error is None and whole["2/8 valid"].damage == []
+    assert whole["2/8 a row too many"].damage == ["IDAT: more image data than the header declares"]
+    assert whole["2/8 two rows short"].error is not None and "the zlib stream ends" in whole["2/8 two rows short"].error
+    for piece, fed in ((1, 7), (300, 50), (1_000, 1 << 20)):  # inflated and compressed bytes at a time
+        monkeypatch.setattr(png_module, "STREAM_BYTES", piece)
+        monkeypatch.setattr(png_module, "IN_BYTES", fed)
+        for name, data in cases.items():
+            assert inspect_image(data, "a.png") == whole[name], (piece, fed, name)
+
+
+def test_big_image_data_is_not_held_whole(rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory of checking a big PNG's data is a piece of ``STREAM_BYTES``, not the whole inflated image."""
+    pixels = rng.integers(0, 256, (1500, 2000, 3), dtype=np.uint8)  # 9 MB of data, noise: no constant check
+    data = encode(Image.fromarray(pixels), "PNG", compress_level=1)
+    monkeypatch.setattr(png_module, "STREAM_BYTES", 1 << 20)
+    inspect_image(data, "a.png")  # (imports and caches first)
+    verdict, peak = inspected_with_peak(data, "a.png")
+    assert verdict.error is None and verdict.damage == [] and verdict.mode == "RGB", verdict
+    assert peak < 3 << 20, peak  # (9 MB and more, whole)

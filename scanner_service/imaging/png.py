@@ -224,8 +224,8 @@ def _inflate(parts: list[Any], expected: int, what: str, damage: list[str]) -> b
 
 
 STREAM_BYTES = 16 << 20
-"""Image data above this size (inflated) is checked a piece of this size at a time, where no later check needs
-all of it (a non-interlaced image without a palette): a 20,000×20,000 RGB image held 1.2 GB at once."""
+"""Image data above this size (inflated) is checked a piece of this size at a time, unless the palette check
+needs all of it (a palette shorter than the bit depth can index): a 20,000×20,000 RGB image held 1.2 GB."""
 
 
 IN_BYTES = 1 << 20
@@ -239,15 +239,45 @@ def _inputs(parts: list[Any]) -> Iterator[Any]:
             yield part[at : at + IN_BYTES]
 
 
-def _inflate_rows(parts: list[Any], expected: int, stride: int, what: str, damage: list[str]) -> tuple[int, int] | None:
-    """``_inflate`` and ``_bad_filter_row`` of non-interlaced rows of ``stride`` bytes, a piece of at most
-    ``STREAM_BYTES`` inflated at a time from at most ``IN_BYTES`` of the chunks: the same verdicts (the same
-    errors, the same damage), without the whole image or a copy of its compressed data."""
+def _row_runs(width: int, height: int, bits: int, interlace: int) -> list[tuple[int, int, int, int]]:
+    """(first byte, bytes, stride, first row) of each run of rows of one length in the inflated data: the
+    image, or each pass of an interlaced one (rows numbered through the passes, in the data's order)."""
+    runs, at, row = [], 0, 0
+    for pw, ph in _passes(width, height, interlace):
+        stride = 1 + (pw * bits + 7) // 8
+        runs.append((at, ph * stride, stride, row))
+        at += ph * stride
+        row += ph
+    return runs
+
+
+def _bad_filter_in(out: Any, done: int, runs: list[tuple[int, int, int, int]]) -> tuple[int, int] | None:
+    """(row, filter type) of the first filter type above 4 in ``out``, the inflated bytes from ``done`` on."""
+    end = done + len(out)
+    view = memoryview(out)
+    for at, size, stride, row in runs:
+        lo, hi = max(at, done), min(at + size, end)
+        if lo >= hi:
+            continue
+        first = at + -(-(lo - at) // stride) * stride  # the first filter byte at or after lo
+        types = view[first - done : hi - done : stride]
+        if len(types) and max(types) > 4:
+            k = next(i for i, t in enumerate(types) if t > 4)
+            return row + (first - at) // stride + k, types[k]
+    return None
+
+
+def _inflate_rows(
+    parts: list[Any], expected: int, runs: list[tuple[int, int, int, int]], what: str, damage: list[str]
+) -> tuple[int, int] | None:
+    """``_inflate`` and ``_bad_filter_row`` of the rows ``runs`` lays out, a piece of at most ``STREAM_BYTES``
+    inflated at a time from at most ``IN_BYTES`` of the chunks: the same verdicts (the same errors, the same
+    damage), without the whole image or a copy of its compressed data."""
     first = next((part[0] for part in parts if len(part)), None)
     if first is not None and first >> 4 > 7:
         raise PngError(f"{what}: invalid compressed data (the zlib header declares a window above 32 KB)")
     d = fast_zlib.decompressobj()
-    piece = max(stride, STREAM_BYTES // stride * stride)
+    piece = max(1, STREAM_BYTES)
     done, bad = 0, None
     inputs = _inputs(parts)
     pending: Any = b""
@@ -258,10 +288,7 @@ def _inflate_rows(parts: list[Any], expected: int, stride: int, what: str, damag
                 moved = bool(out) or len(d.unconsumed_tail) < len(pending)
                 pending = d.unconsumed_tail
                 if bad is None and out:
-                    types = memoryview(out)[(-done) % stride : max(0, expected - done) : stride]
-                    if len(types) and max(types) > 4:
-                        row = next(i for i, t in enumerate(types) if t > 4)
-                        bad = ((done + (-done) % stride) // stride + row, types[row])
+                    bad = _bad_filter_in(out, done, runs)
                 done += len(out)
                 if not moved:  # (it needs the next input)
                     break
@@ -456,15 +483,16 @@ def _check(
         raise PngError("truncated: no IEND chunk")
     v.mode = _mode(head)
     expected = raw_size(head.width, head.height, head.bits, head.interlace)
-    if expected > STREAM_BYTES and not head.interlace and head.colour != 3:
-        stride = 1 + (head.width * head.bits + 7) // 8
-        bad = _inflate_rows(idat, expected, stride, "IDAT", v.damage)
+    short_palette = anc is not None and head.colour == 3 and anc.palette < 1 << head.depth
+    if expected > STREAM_BYTES and not short_palette:  # (the palette check needs the data whole)
+        runs = _row_runs(head.width, head.height, head.bits, head.interlace)
+        bad = _inflate_rows(idat, expected, runs, "IDAT", v.damage)
     else:
         raw = _inflate(idat, expected, "IDAT", v.damage)
         bad = _bad_filter_row(raw, head.width, head.height, head.bits, head.interlace)
     if bad is not None:
         raise PngError(f"IDAT: invalid filter type {bad[1]} in row {bad[0]}")
-    if anc is not None and head.colour == 3 and anc.palette < 1 << head.depth:
+    if anc is not None and short_palette:
         beyond = _beyond_palette(data, raw, head, anc.palette)
         if beyond is not None:
             v.damage.append(beyond)

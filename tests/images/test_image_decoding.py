@@ -705,12 +705,16 @@ def test_a_view_of_the_bytes_gets_the_verdict_of_the_bytes(rng: np.random.Genera
     assert cut.judge == "jpeg" and cut.error is not None and cut.error.startswith("truncated: no end-of-image"), cut
 
 
-def _png_of(rows: bytes, width: int, height: int, colour: int, depth: int, z: bytes | None = None) -> bytes:
-    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([depth, colour, 0, 0, 0])
+def _png_of(
+    rows: bytes, width: int, height: int, colour: int, depth: int, z: bytes | None = None, interlace: int = 0
+) -> bytes:
+    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([depth, colour, 0, 0, interlace])
     body = zlib.compress(rows) if z is None else z
     parts = [body[i : i + 700] for i in range(0, len(body), 700)] or [b""]  # several IDAT chunks
     idat = b"".join(chunk(b"IDAT", p) for p in parts)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + idat + chunk(b"IEND", b"")
+    plte = chunk(b"PLTE", bytes(range(256)) * 3) if colour == 3 and depth == 8 else b""  # a full palette
+    plte = chunk(b"PLTE", bytes(range(48))) if colour == 3 and depth == 4 else plte  # 16 entries: all 4 bits index
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + plte + idat + chunk(b"IEND", b"")
 
 
 def test_big_image_data_checked_in_pieces_gets_the_verdict_of_the_whole(
@@ -720,35 +724,50 @@ def test_big_image_data_checked_in_pieces_gets_the_verdict_of_the_whole(
     20,000 RGB image held 1.2 GB at once): every verdict is the one the whole data gets, for valid data and for
     each kind of damage, with pieces of one row, of a few rows and of the whole."""
     cases: dict[str, bytes] = {}
-    for colour, depth, width, height in ((2, 8, 40, 30), (0, 16, 33, 25), (6, 8, 7, 50)):
-        channels = {0: 1, 2: 3, 6: 4}[colour]
-        stride = 1 + width * channels * depth // 8
+    for colour, depth, width, height, interlace in (
+        (2, 8, 40, 30, 0),
+        (0, 16, 33, 25, 0),
+        (6, 8, 7, 50, 0),
+        (2, 8, 40, 30, 1),
+        (0, 1, 61, 23, 1),
+        (3, 8, 30, 20, 0),
+        (3, 4, 30, 20, 1),
+    ):
+        channels = {0: 1, 2: 3, 3: 1, 6: 4}[colour]
+        runs = png_module._row_runs(width, height, channels * depth, interlace)
         rows = bytearray()
-        for r in range(height):
-            rows += bytes([r % 5]) + rng.integers(0, 256, stride - 1, dtype=np.uint8).tobytes()
+        for _at, size, stride, _row in runs:
+            for _ in range(size // stride):
+                rows += bytes([len(rows) % 5]) + rng.integers(0, 256, stride - 1, dtype=np.uint8).tobytes()
         z = zlib.compress(bytes(rows))
         bad = bytearray(rows)
-        bad[17 * stride] = 7
+        at, _size, stride, row = runs[-1]
+        bad[at + stride] = 7  # in the second row of the last pass
         flipped = bytearray(z)
         flipped[len(z) // 2] ^= 0xFF
+        args = (width, height, colour, depth)
         for name, data in {
-            "valid": _png_of(bytes(rows), width, height, colour, depth),
-            "bad filter in row 17": _png_of(bytes(bad), width, height, colour, depth),
-            "a row too many": _png_of(bytes(rows) + bytes(stride), width, height, colour, depth),
-            "two rows short": _png_of(bytes(rows[: -2 * stride]), width, height, colour, depth),
-            "stream cut": _png_of(b"", width, height, colour, depth, z=z[: len(z) // 2]),
-            "no checksum": _png_of(b"", width, height, colour, depth, z=z[:-4]),
-            "bytes after the stream": _png_of(b"", width, height, colour, depth, z=z + b"junk"),
-            "a chunk after the stream": _png_of(b"", width, height, colour, depth, z=z + bytes(1500)),
-            "flipped byte": _png_of(b"", width, height, colour, depth, z=bytes(flipped)),
-            "window": _png_of(b"", width, height, colour, depth, z=bytes([0x88]) + z[1:]),
+            "valid": _png_of(bytes(rows), *args, interlace=interlace),
+            "bad filter": _png_of(bytes(bad), *args, interlace=interlace),
+            "a row too many": _png_of(bytes(rows) + bytes(stride), *args, interlace=interlace),
+            "two rows short": _png_of(bytes(rows[: -2 * stride]), *args, interlace=interlace),
+            "stream cut": _png_of(b"", *args, z=z[: len(z) // 2], interlace=interlace),
+            "no checksum": _png_of(b"", *args, z=z[:-4], interlace=interlace),
+            "bytes after the stream": _png_of(b"", *args, z=z + b"junk", interlace=interlace),
+            "a chunk after the stream": _png_of(b"", *args, z=z + bytes(1500), interlace=interlace),
+            "flipped byte": _png_of(b"", *args, z=bytes(flipped), interlace=interlace),
+            "window": _png_of(b"", *args, z=bytes([0x88]) + z[1:], interlace=interlace),
         }.items():
-            cases[f"{colour}/{depth} {name}"] = data
+            cases[f"{colour}/{depth}/{interlace} {name}"] = data
+        assert inspect_image(cases[f"{colour}/{depth}/{interlace} bad filter"], "a.png").error == (
+            f"IDAT: invalid filter type 7 in row {row + 1}"
+        )
     whole = {name: inspect_image(data, "a.png") for name, data in cases.items()}
-    assert whole["2/8 bad filter in row 17"].error == "IDAT: invalid filter type 7 in row 17"
-    assert whole["2/8 valid"].error is None and whole["2/8 valid"].damage == []
-    assert whole["2/8 a row too many"].damage == ["IDAT: more image data than the header declares"]
-    assert whole["2/8 two rows short"].error is not None and "the zlib stream ends" in whole["2/8 two rows short"].error
+    for kind in ("2/8/0", "2/8/1", "3/8/0", "0/1/1"):
+        assert whole[f"{kind} valid"].error is None and whole[f"{kind} valid"].damage == [], whole[f"{kind} valid"]
+        assert whole[f"{kind} a row too many"].damage == ["IDAT: more image data than the header declares"]
+        short = whole[f"{kind} two rows short"].error
+        assert short is not None and "the zlib stream ends" in short, short
     for piece, fed in ((1, 7), (300, 50), (1_000, 1 << 20)):  # inflated and compressed bytes at a time
         monkeypatch.setattr(png_module, "STREAM_BYTES", piece)
         monkeypatch.setattr(png_module, "IN_BYTES", fed)

@@ -332,6 +332,10 @@ def _path_column(name: str, header: list[str], records: list[list[str]], root: P
     )
 
 
+MAX_PATH_BYTES = 4095
+"""The longest path Linux opens (``PATH_MAX`` less its NUL); a listed path longer in characters is longer in bytes."""
+
+
 class ImageListSource(ImageFilesSource):
     """A Caffe-style image list or a CSV of image paths and labels."""
 
@@ -394,6 +398,10 @@ class ImageListSource(ImageFilesSource):
             label = index[raw] if isinstance(raw, str) else raw
             if "\0" in entry:
                 self._syntax(partial, line, f"the path holds a NUL byte: {entry!r}")
+                continue
+            if len(entry) > MAX_PATH_BYTES:  # (never copied whole into the report)
+                detail = f"a path of {len(entry):,} characters, beyond any file system's {MAX_PATH_BYTES:,} bytes"
+                self._syntax(partial, line, f"{detail}: {entry[:60]!r}...")
                 continue
             target = Path(entry) if os.path.isabs(entry) else root / entry
             refused = self.outside(target)

@@ -186,3 +186,21 @@ def test_a_csv_label_column_by_another_name_is_read_with_labels_and_named_withou
         scan_dir(tmp_path / "train.csv", workers=1, labels="kind")
     write("plain.csv", b"path,label\nimg/0.png,0\nimg/1.png,1\n")
     assert scan_dir(tmp_path / "plain.csv", workers=1).labels  # the usual names need no option
+
+
+def test_a_path_longer_than_any_file_system_takes_is_a_syntax_error_not_a_copy_in_the_report(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """A line of megabytes (a file that lost its newlines) was looked up as one path, and the whole of it went into
+    the report as an unreadable file's location: it is a list-syntax finding at its line, with the path's start."""
+    lines = b""
+    for i in range(10):
+        write(f"img/{i}.png", png(rng))
+        lines += f"img/{i}.png {i % 2}\n".encode()
+    write("train.txt", lines + b"b" * 2_000_000 + b" 1\n")
+    report = scan_dir(tmp_path / "train.txt", workers=1)
+    [(path, line, detail)] = _details(report, "S005")
+    assert (path, line) == ("train.txt", 11) and len(detail) < 200, detail[:300]
+    assert detail.startswith("a path of 2,000,000 characters, beyond any file system's 4,095 bytes: 'bbbb"), detail
+    assert "S001" not in {f.code for f in report.findings} and report.summary.items_scanned == 10
+    assert len(report.model_dump_json()) < 20_000

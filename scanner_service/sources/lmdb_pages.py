@@ -359,7 +359,8 @@ def leaf_records(leaves: np.ndarray[Any, Any], psize: int, pgnos: list[int], siz
     good &= key_at + key_len + np.where(big, 8, value_len) <= page_at + psize
     big &= good
     overflow = np.where(big, _u48(leaves, np.where(big, key_at + key_len, 0)), 0)
-    past = big & ((overflow < 2) | (overflow * psize + HEADER + value_len > size))
+    high = np.where(big, _u16(leaves, np.where(big, key_at + key_len + 6, 0)), 0)  # a page number's top 16 bits
+    past = big & ((overflow < 2) | (high != 0) | (overflow * psize + HEADER + value_len > size))
     damaged = np.where(~good, BAD_NODE, np.where(past, PAST_THE_END, 0))
     inline_at = pages[leaf] * psize + (key_at + key_len - page_at)  # file offset of a value kept in the leaf
     value_at = np.where(damaged != 0, 0, np.where(big, overflow * psize + HEADER, inline_at))

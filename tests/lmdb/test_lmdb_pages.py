@@ -196,3 +196,21 @@ def test_values_over_many_pages(make_env: EnvMaker) -> None:
     assert [loc.key for loc in direct.findings["R002"].locations] == [key(41)]
     assert direct.findings.keys() == cursor.findings.keys() == {"R002"}
     assert direct.labels["label"].histogram == cursor.labels["label"].histogram == {0: 20, 1: 21, 2: 19}
+
+
+def test_an_overflow_page_number_damaged_in_its_top_bytes_is_lmdb_corrupt(make_env: Callable[..., Path]) -> None:
+    """A page number is 8 bytes; its top two were not read, so a flipped bit there left the value where it
+    was for dscan while LMDB looks for a page far past the file (MDB_PAGE_NOTFOUND): the loader dies there."""
+    records = [(key(i), datum(shape=(3, 32, 32), label=i % 3, seed=i)) for i in range(40)]  # values on overflow pages
+    path = make_env(records)
+    data_file = path / "data.mdb"
+    node = node_of(data_file.read_bytes(), key(17).encode())
+    patch(data_file, node + 8 + len(key(17)) + 7, b"\x20")  # the page number's top byte
+    env = lmdb.open(str(path), readonly=True, lock=False)
+    with env.begin() as txn, pytest.raises(lmdb.Error, match="MDB_PAGE_NOTFOUND"):
+        for _ in txn.cursor():
+            pass
+    env.close()
+    found = finding(run_scan(path, workers=1), "R004")
+    assert found is not None and [(loc.key, loc.index) for loc in found.locations] == [("00000017", 17)]
+    assert "past the end of the file" in (found.locations[0].detail or "")

@@ -23,6 +23,7 @@ with the larger transaction id is current.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import struct
 from dataclasses import dataclass, field
@@ -296,6 +297,35 @@ class Records:
 
     def __len__(self) -> int:
         return int(self.key_at.size)
+
+
+MAX_KEY_COMPARE = 64
+"""Keys up to this length are compared as rows of a byte matrix; longer or unequal ones one pair at a time."""
+
+
+def unsorted_in_pages(leaves: np.ndarray[Any, Any], records: Records, psize: int) -> np.ndarray[Any, Any]:
+    """Offsets of the records whose key does not sort after the key before it in the same leaf page (LMDB keeps
+    each page's keys in bytewise order; across pages ``out_of_order`` tells). A damaged key there is read in
+    key order as any other, but a lookup by key (``txn.get``) goes astray in the page and finds nothing."""
+    n = len(records)
+    if n < 2:
+        return np.zeros(0, np.int64)
+    at, length = records.key_at, records.key_len
+    pairs = (
+        (at[1:] // psize == at[:-1] // psize) & (records.damaged[1:] != BAD_NODE) & (records.damaged[:-1] != BAD_NODE)
+    )
+    width = int(length[0])
+    if (length == width).all() and 0 < width <= MAX_KEY_COMPARE:
+        rows = leaves[at[:, None] + np.arange(width)]
+        differ = rows[1:] != rows[:-1]
+        first = differ.argmax(axis=1)
+        index = np.arange(n - 1)
+        after = differ.any(axis=1) & (rows[1:][index, first] > rows[:-1][index, first])
+    else:
+        data = leaves.tobytes()
+        keys = [data[a : a + k] for a, k in zip(at.tolist(), length.tolist(), strict=True)]
+        after = np.fromiter((b > a for a, b in itertools.pairwise(keys)), bool, n - 1)
+    return np.flatnonzero(pairs & ~after) + 1
 
 
 def _u16(view: np.ndarray[Any, Any], at: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

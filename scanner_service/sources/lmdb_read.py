@@ -31,7 +31,16 @@ from ..numbered import COUNT_KEY, PREFIXES, Numbering
 from ..records import PICKLE, Decoder, RecordTally
 from ..records.detect import short_text
 from ..statistics import channel_layout, complex_parts
-from .lmdb_pages import BAD_NODE, DAMAGE, Records, check_overflow, is_database_record, leaf_records, read_leaves
+from .lmdb_pages import (
+    BAD_NODE,
+    DAMAGE,
+    Records,
+    check_overflow,
+    is_database_record,
+    leaf_records,
+    read_leaves,
+    unsorted_in_pages,
+)
 from .npy_fields import field_text, leaf_fields, pick
 
 if TYPE_CHECKING:
@@ -46,6 +55,11 @@ LABEL_STREAM = "label"
 MAX_KEY = 511
 """LMDB's largest key (``MDB_MAXKEYSIZE``): printable keys up to this are shown whole (convert_imageset's
 keys hold the image's path)."""
+OUT_OF_ORDER_IN_PAGE = (
+    "A read in key order (Caffe's Data layer, a cursor) still gets the record; a lookup by key (txn.get) searches "
+    "the page by bisection and finds nothing for it, or for its neighbours"
+)
+
 LONG_KEY = 128
 """Keys that are not printable text and longer than this are shown by their first bytes (damaged leaf
 pages make up long keys)."""
@@ -658,6 +672,14 @@ class _DatumReader(_Reader):
         pages = self.pages
         assert pages is not None
         at, length, damaged = pages.records.value_at, pages.records.value_len, pages.records.damaged
+        for offset in unsorted_in_pages(np.frombuffer(pages.keys, np.uint8), pages.records, pages.psize).tolist():
+            key = pages.key(offset)
+            before = pages.key(offset - 1)
+            detail = (
+                f"keys out of order: this key sorts at or before the key before it in its leaf page "
+                f"({key_text(before)}): a damaged key. {OUT_OF_ORDER_IN_PAGE}"
+            )
+            yield ReadFailure("R004", self.location(self.start + offset, key, detail), items=0)  # (read on as any)
         pages.map()
         i, end = 0, len(pages.records)
         while i < end:

@@ -390,14 +390,15 @@ class NumpySource(Source):
             partial.add("S001", where.model_copy(update={"detail": detail}))
             return []
         array = _Array(rel, None, name, shape, dtype, fortran, reader.pos)
-        if not self._usable(array, partial):
-            return []
         needed = math.prod(shape) * dtype.itemsize
         held = size - reader.pos
-        if held > needed:
-            self._notes["trailing"].append(f"{rel} ({held - needed:,} bytes)")
-        elif held < needed:
-            self._truncated(array, held, needed, partial)
+        if not dtype.hasobject:  # (text, dates and opaque bytes too: np.load fails on a short file of any type)
+            if held > needed:
+                self._notes["trailing"].append(f"{rel} ({held - needed:,} bytes)")
+            elif held < needed:
+                self._truncated(array, held, needed, partial)
+        if not self._usable(array, partial):
+            return []
         array.cols = columns(dtype, shape, name, self.config.labels, fortran)
         self._nothing_to_scan(array)
         return [array] if array.cols else []
@@ -445,6 +446,7 @@ class NumpySource(Source):
                 continue
             array = _Array(rel, shown, f"{stem}/{shown}", shape, dtype, fortran, stream.done, member)
             if not self._usable(array, partial):
+                self._check_whole(stream, here, partial)  # (np.load fails on a damaged member of any type)
                 continue
             # (a member shorter than its header says is reported by the reader, where its data ends)
             array.cols = columns(dtype, shape, array.name, self.config.labels, fortran)
@@ -497,6 +499,18 @@ class NumpySource(Source):
         if array.fortran and len(array.shape) >= 2:
             self._notes["fortran"].append(array.shown)
         return True
+
+    def _check_whole(self, stream: MemberStream, here: Location, partial: Partial) -> None:
+        """A member whose values are not scanned, read to its end all the same: cut short, or failing its CRC-32,
+        it is a finding (``np.load`` raises on it), as a scanned member's damage is."""
+        try:
+            problem = stream.finish(self.config.block_bytes)
+        except zlib.error as exc:
+            problem = f"unreadable: damaged compressed data ({exc})"
+        except OSError as exc:
+            problem = f"unreadable: {exc.strerror or exc}"
+        if problem is not None:
+            partial.add("S002", here.model_copy(update={"detail": problem}))
 
     def _nothing_to_scan(self, array: _Array) -> None:
         """A note for an array of booleans (no label) or a table with no field left to scan: no silent 0."""

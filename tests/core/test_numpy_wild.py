@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from tests.conftest import cli_json, finding, run_scan
 
@@ -137,3 +138,31 @@ def test_archives_named_for_splits_are_label_streams_of_their_own(tmp_path: Path
     assert [(loc.path, loc.dataset, loc.detail) for loc in finding(report, "L003").locations] == [
         ("val.npz", "y", "class 3")
     ]
+
+
+def test_arrays_whose_values_are_not_scanned_are_still_read_whole(tmp_path: Path) -> None:
+    """Text, opaque bytes or dates are not scanned for values, but ``np.load`` fails on a short file or a member
+    failing its CRC-32 whatever the type: those are corrupt-chunk findings too (they passed)."""
+    rng = np.random.default_rng(0)
+    names = np.array([f"cat{i}" for i in range(5000)])
+    for name, array in (("text", names), ("void", np.frombuffer(rng.bytes(16 * 5000), dtype="V16"))):
+        path = tmp_path / f"{name}.npy"
+        np.save(path, array)
+        with path.open("r+b") as fh:
+            fh.truncate(40_000)
+        found = finding(run_scan(path), "S002")
+        assert found is not None and "missing: the file ends after" in (found.locations[0].detail or ""), name
+    archive = tmp_path / "a.npz"
+    np.savez(archive, names=names, x=rng.random((100, 4)))
+    data = bytearray(archive.read_bytes())
+    data[5000] ^= 0xFF  # inside the names member's data
+    archive.write_bytes(bytes(data))
+    with np.load(archive) as loaded, pytest.raises(zipfile.BadZipFile, match="Bad CRC-32"):
+        loaded["names"]
+    found = finding(run_scan(archive), "S002")
+    assert found is not None and [(loc.dataset, (loc.detail or "")[:32]) for loc in found.locations] == [
+        ("names", "its bytes do not match its CRC-3")
+    ]
+    clean = tmp_path / "clean.npz"
+    np.savez(clean, names=names, x=rng.random((100, 4)))
+    assert finding(run_scan(clean), "S002") is None

@@ -95,9 +95,13 @@ def listed_members(path: str, fd: int) -> list[Member | tuple[str, str]]:
         if info.is_dir():
             continue
         try:
-            data_offset = _local_header(fd, info.header_offset)[0]
+            data_offset, raw_name, _extra, fields = _local_header(fd, info.header_offset)
         except DamagedArchive as exc:
             found.append((info.filename, str(exc)))
+            continue
+        refused = _refused(info, raw_name, fields[2])
+        if refused is not None:
+            found.append((info.filename, refused))
             continue
         found.append(
             Member(
@@ -111,6 +115,22 @@ def listed_members(path: str, fd: int) -> list[Member | tuple[str, str]]:
             )
         )
     return found
+
+
+def _refused(info: zipfile.ZipInfo, raw_name: bytes, local_flags: int) -> str | None:
+    """Why ``zipfile`` (and so ``np.load``) refuses to open a member whose directory entry reads, as it checks on
+    opening: flag bits it does not implement, or a local header naming another file (a damaged name)."""
+    if info.flag_bits & 0x20:
+        return "compressed patched data (flag bit 5): np.load cannot read it (a damaged flag?)"
+    if info.flag_bits & 0x40:
+        return "strong encryption (flag bit 6): np.load cannot read it (a damaged flag?)"
+    local = raw_name.decode("utf-8" if local_flags & 0x800 else "cp437", "replace")
+    if local != info.orig_filename:
+        return (
+            f"its local header names it {local!r}, the archive's directory {info.orig_filename!r}: np.load refuses "
+            "it (a damaged name)"
+        )
+    return None
 
 
 def recovered_members(fd: int, size: int) -> tuple[list[Member], str]:

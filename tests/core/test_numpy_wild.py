@@ -166,3 +166,29 @@ def test_arrays_whose_values_are_not_scanned_are_still_read_whole(tmp_path: Path
     clean = tmp_path / "clean.npz"
     np.savez(clean, names=names, x=rng.random((100, 4)))
     assert finding(run_scan(clean), "S002") is None
+
+
+def test_members_zipfile_refuses_to_open_are_unreadable(tmp_path: Path) -> None:
+    """``zipfile`` (np.load) checks each member's local header on opening it: a name that differs from the
+    directory's (one damaged bit) or a flag it does not implement makes it raise; those members passed."""
+    rng = np.random.default_rng(1)
+    arrays = {"x": rng.standard_normal((200, 8)).astype(np.float32), "y": np.arange(200) % 10}
+    renamed, patched = tmp_path / "renamed.npz", tmp_path / "patched.npz"
+    for path in (renamed, patched):
+        np.savez(path, **arrays)
+    data = bytearray(renamed.read_bytes())
+    data[30 + 4] ^= 0x08  # the first local header's name: x.npy -> x.npq
+    renamed.write_bytes(bytes(data))
+    data = bytearray(patched.read_bytes())
+    central = data.rindex(b"PK\x01\x02y.npy"[:4], 0, data.rindex(b"y.npy"))  # the directory entry of y
+    data[central + 8] |= 0x20  # flag bit 5: compressed patched data
+    patched.write_bytes(bytes(data))
+    for path, member, why in (
+        (renamed, "x.npy", "its local header names it 'x.npq'"),
+        (patched, "y.npy", "compressed patched data (flag bit 5)"),
+    ):
+        with np.load(path) as loaded, pytest.raises((zipfile.BadZipFile, NotImplementedError)):
+            loaded[member[:-4]]
+        found = finding(run_scan(path), "S001")
+        assert found is not None and [loc.dataset for loc in found.locations] == [member], path
+        assert (found.locations[0].detail or "").startswith(why), found.locations[0].detail

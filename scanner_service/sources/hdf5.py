@@ -431,6 +431,49 @@ def never_written(ds: h5py.Dataset) -> list[tuple[int, int]]:
     return []
 
 
+INDEX_CHECK_MAX_CHUNKS = 1 << 16
+"""Chunk indexes of up to this many chunks are walked whole at planning (about 0.1 s) for entries no writer makes."""
+
+
+def misplaced_chunks(ds: h5py.Dataset) -> tuple[str, list[tuple[int, int]]] | None:
+    """A chunk index entry at a place no chunk can be (off the chunk grid, or outside the dataset: a damaged key
+    of the chunk B-tree), and the row ranges left without a chunk, which HDF5 then reads as the fill value
+    without an error; None when every entry is in its place (or the index is not walked)."""
+    with contextlib.suppress(OSError, RuntimeError, ValueError, IndexError):
+        if ds.chunks is None or not ds.shape or not hasattr(ds.id, "chunk_iter"):
+            return None
+        shape = tuple(int(n) for n in ds.shape)
+        chunks = tuple(int(c) for c in ds.chunks)
+        grid = [-(-s // c) for s, c in zip(shape, chunks, strict=True)]
+        total = math.prod(grid)
+        if total > INDEX_CHECK_MAX_CHUNKS or ds.id.get_create_plist().get_layout() != h5py.h5d.CHUNKED:
+            return None
+        held = np.zeros(grid[0], np.int64)  # chunks in their place, per chunk row
+        wrong: list[tuple[int, ...]] = []
+
+        def visit(info: Any) -> None:
+            offset = tuple(int(o) for o in info.chunk_offset)
+            if all(o % c == 0 and o < n for o, c, n in zip(offset, chunks, shape, strict=True)):
+                held[offset[0] // chunks[0]] += 1
+            else:
+                wrong.append(offset)
+
+        ds.id.chunk_iter(visit)
+        if not wrong:
+            return None
+        ranges: list[tuple[int, int]] = []
+        for i in np.flatnonzero(held < total // grid[0]).tolist():
+            start, stop = i * chunks[0], min(shape[0], (i + 1) * chunks[0])
+            if ranges and ranges[-1][1] == start:
+                start = ranges.pop()[0]
+            ranges.append((start, stop))
+        place = ", ".join(str(o) for o in wrong[0])
+        more = f" (and {len(wrong) - 1:,} more)" if len(wrong) > 1 else ""
+        size = "×".join(str(n) for n in shape)
+        return f"its chunk index names a chunk at ({place}){more}, where no chunk of a {size} dataset can be", ranges
+    return None
+
+
 NEVER_WRITTEN_SHOWN = 3
 
 
@@ -878,6 +921,14 @@ class Hdf5Source(Source):
                 return
             if obj.id.get_create_plist().get_external_count() and not self._external_storage(obj, path, here, partial):
                 return
+            misplaced = misplaced_chunks(obj)
+            if misplaced is not None:
+                why, ranges = misplaced
+                fill = f"the {_fill_text(obj).strip(' ()') or 'fill value'}"
+                for start, stop in ranges or [(0, 0)]:
+                    lost = f": {_ranges_text([(start, stop)])} have no chunk and read as {fill}" if stop else ""
+                    detail = f"{why} (a damaged chunk B-tree){lost}, without an error"
+                    partial.add("S002", here.model_copy(update={"index": start if stop else None, "detail": detail}))
             unwritten = never_written(obj)
             if unwritten:
                 self._unwritten.append(f"{rel}:{shown} {_ranges_text(unwritten)}{_fill_text(obj)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import tracemalloc
 from pathlib import Path
 
@@ -306,3 +307,26 @@ def test_a_large_uncompressed_chunk_is_read_a_block_at_a_time(tmp_path: Path) ->
         assert places == [("/chunked", row), ("/flat", row)], (code, places)
     stats = {s.dataset: s.model_dump(exclude={"dataset"}) for s in report.statistics}
     assert stats["/chunked"] == stats["/flat"]
+
+
+def test_a_chunk_index_entry_off_the_grid_is_a_corrupt_chunk_not_silent_fill(tmp_path: Path) -> None:
+    """One damaged key in the chunk B-tree moves a chunk to a place no chunk can be: HDF5 then reads that chunk's
+    rows as the fill value (zeros) without an error, and the report said nothing."""
+    data = np.random.default_rng(0).standard_normal((2000, 64)).astype(np.float32)
+    path = tmp_path / "t.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("x", data=data, chunks=(100, 64), compression="gzip")
+    raw = bytearray(path.read_bytes())
+    node = raw.index(b"TREE\x01\x00")  # the leaf node of the v1 chunk B-tree: keys of 4 + 4 + 3 x 8 bytes
+    struct.pack_into("<Q", raw, node + 24 + 13 * 40 + 16, 1 << 58)  # chunk 13's column offset
+    path.write_bytes(bytes(raw))
+    with h5py.File(path, "r") as fh:
+        read = fh["x"][()]
+    assert (read[1300:1400] == 0).all() and (read[:1300] == data[:1300]).all()  # no error, zeros
+    found = finding(run_scan(path), "S002")
+    assert found is not None and [(loc.dataset, loc.index) for loc in found.locations] == [("/x", 1300)]
+    assert "rows 1300-1399 have no chunk and read as the fill value 0.0" in (found.locations[0].detail or "")
+    clean = tmp_path / "clean.h5"
+    with h5py.File(clean, "w") as fh:
+        fh.create_dataset("x", data=data, chunks=(100, 64), compression="gzip")
+    assert finding(run_scan(clean), "S002") is None

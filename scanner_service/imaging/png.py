@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -195,8 +195,7 @@ def _inflate(parts: list[Any], expected: int, what: str, damage: list[str]) -> b
     exactly what is wrong with a damaged stream.
     """
     stream = parts[0] if len(parts) == 1 else b"".join(parts)
-    if len(stream) and stream[0] >> 4 > 7:  # ISA-L ignores the window size; zlib (Pillow, libpng) refuses it
-        raise PngError(f"{what}: invalid compressed data (the zlib header declares a window above 32 KB)")
+    _window(stream[0] if len(stream) else None, what)
     d = fast_zlib.decompressobj()
     try:
         raw = d.decompress(stream, expected + 1)
@@ -206,21 +205,48 @@ def _inflate(parts: list[Any], expected: int, what: str, damage: list[str]) -> b
         damage.append(f"{what}: more image data than the header declares")
         return bytes(raw[:expected])
     if len(raw) < expected:
-        state = "the zlib stream ends" if d.eof else "the compressed data ends (truncated)"
-        raise PngError(f"{what}: {state} after {len(raw):,} of {expected:,} bytes")
-    if not d.eof:
-        try:
-            tail = d.decompress(d.unconsumed_tail, 1) if d.unconsumed_tail else b""
-            tail += d.flush()
-        except ZLIB_ERROR as exc:
-            raise PngError(f"{what}: invalid compressed data at the end of the stream ({exc})") from exc
-        if not d.eof:
-            damage.append(f"{what}: the zlib stream is not terminated (no checksum)")
-        elif tail:
-            damage.append(f"{what}: more image data than the header declares")
-    elif d.unused_data:
-        damage.append(f"{what}: {len(d.unused_data)} bytes after the end of the zlib stream")
+        raise _short(d, len(raw), expected, what)
+    _finish(d, [d.unconsumed_tail], what, damage)
     return bytes(raw)
+
+
+def _window(first: int | None, what: str) -> None:
+    """ISA-L ignores the window size in the zlib header; zlib (Pillow, libpng) refuses one above 32 KB."""
+    if first is not None and first >> 4 > 7:
+        raise PngError(f"{what}: invalid compressed data (the zlib header declares a window above 32 KB)")
+
+
+def _short(d: Any, done: int, expected: int, what: str) -> PngError:
+    state = "the zlib stream ends" if d.eof else "the compressed data ends (truncated)"
+    return PngError(f"{what}: {state} after {done:,} of {expected:,} bytes")
+
+
+def _finish(d: Any, rest: Iterable[Any], what: str, damage: list[str]) -> None:
+    """What follows the expected bytes of the stream ``d`` inflated (``rest``: its input not given to ``d`` yet):
+    bytes after its end, no checksum, or more image data than declared."""
+    if d.eof:
+        after = len(d.unused_data) + sum(len(part) for part in rest)
+        if after:
+            damage.append(f"{what}: {after} bytes after the end of the zlib stream")
+        return
+    more = False
+    try:
+        for part in rest:
+            while not d.eof and not more:  # (ISA-L may keep inflated bytes back: asked again, with no input)
+                more = bool(d.decompress(part, 1))
+                moved = more or len(d.unconsumed_tail) < len(part)
+                part = d.unconsumed_tail
+                if not moved:
+                    break
+            if more or d.eof:
+                break
+        more = bool(d.flush()) or more
+    except ZLIB_ERROR as exc:
+        raise PngError(f"{what}: invalid compressed data at the end of the stream ({exc})") from exc
+    if not d.eof:
+        damage.append(f"{what}: the zlib stream is not terminated (no checksum)")
+    elif more:
+        damage.append(f"{what}: more image data than the header declares")
 
 
 STREAM_BYTES = 16 << 20
@@ -273,9 +299,7 @@ def _inflate_rows(
     """``_inflate`` and ``_bad_filter_row`` of the rows ``runs`` lays out, a piece of at most ``STREAM_BYTES``
     inflated at a time from at most ``IN_BYTES`` of the chunks: the same verdicts (the same errors, the same
     damage), without the whole image or a copy of its compressed data."""
-    first = next((part[0] for part in parts if len(part)), None)
-    if first is not None and first >> 4 > 7:
-        raise PngError(f"{what}: invalid compressed data (the zlib header declares a window above 32 KB)")
+    _window(next((part[0] for part in parts if len(part)), None), what)
     d = fast_zlib.decompressobj()
     piece = max(1, STREAM_BYTES)
     done, bad = 0, None
@@ -300,31 +324,8 @@ def _inflate_rows(
         damage.append(f"{what}: more image data than the header declares")
         return bad
     if done < expected:
-        state = "the zlib stream ends" if d.eof else "the compressed data ends (truncated)"
-        raise PngError(f"{what}: {state} after {done:,} of {expected:,} bytes")
-    if not d.eof:
-        more = False
-        try:
-            for rest in itertools.chain([pending], inputs):
-                while not d.eof and not more:
-                    more = bool(d.decompress(rest, 1))
-                    moved = more or len(d.unconsumed_tail) < len(rest)
-                    rest = d.unconsumed_tail
-                    if not moved:
-                        break
-                if more or d.eof:
-                    break
-            more = more or bool(d.flush())
-        except ZLIB_ERROR as exc:
-            raise PngError(f"{what}: invalid compressed data at the end of the stream ({exc})") from exc
-        if more:
-            damage.append(f"{what}: more image data than the header declares")
-        elif not d.eof:
-            damage.append(f"{what}: the zlib stream is not terminated (no checksum)")
-    else:
-        after = len(d.unused_data) + sum(len(rest) for rest in inputs)
-        if after:
-            damage.append(f"{what}: {after} bytes after the end of the zlib stream")
+        raise _short(d, done, expected, what)
+    _finish(d, itertools.chain([pending], inputs), what, damage)
     return bad
 
 

@@ -421,14 +421,19 @@ def never_written(ds: h5py.Dataset) -> list[tuple[int, int]]:
             held[info.chunk_offset[0] // chunks[0]] += 1
 
         ds.id.chunk_iter(visit)
-        ranges: list[tuple[int, int]] = []
-        for i in np.flatnonzero(held < total // grid[0]).tolist():
-            start, stop = i * chunks[0], min(rows, (i + 1) * chunks[0])
-            if ranges and ranges[-1][1] == start:
-                start = ranges.pop()[0]
-            ranges.append((start, stop))
-        return ranges
+        return _rows_lacking(held, total // grid[0], chunks[0], rows)
     return []
+
+
+def _rows_lacking(held: np.ndarray[Any, Any], per_row: int, chunk_rows: int, rows: int) -> list[tuple[int, int]]:
+    """Row ranges of the chunk rows that hold fewer than ``per_row`` chunks (``held``: chunks per chunk row)."""
+    ranges: list[tuple[int, int]] = []
+    for i in np.flatnonzero(held < per_row).tolist():
+        start, stop = i * chunk_rows, min(rows, (i + 1) * chunk_rows)
+        if ranges and ranges[-1][1] == start:
+            start = ranges.pop()[0]
+        ranges.append((start, stop))
+    return ranges
 
 
 INDEX_CHECK_MAX_CHUNKS = 1 << 16
@@ -461,12 +466,7 @@ def misplaced_chunks(ds: h5py.Dataset) -> tuple[str, list[tuple[int, int]]] | No
         ds.id.chunk_iter(visit)
         if not wrong:
             return None
-        ranges: list[tuple[int, int]] = []
-        for i in np.flatnonzero(held < total // grid[0]).tolist():
-            start, stop = i * chunks[0], min(shape[0], (i + 1) * chunks[0])
-            if ranges and ranges[-1][1] == start:
-                start = ranges.pop()[0]
-            ranges.append((start, stop))
+        ranges = _rows_lacking(held, total // grid[0], chunks[0], shape[0])
         place = ", ".join(str(o) for o in wrong[0])
         more = f" (and {len(wrong) - 1:,} more)" if len(wrong) > 1 else ""
         size = "×".join(str(n) for n in shape)

@@ -54,6 +54,7 @@ from .lmdb_read import (
     _Pages,
     bookkeeping_kind,
     key_text,
+    keys_out_of_order,
     unhex,
 )
 from .lmdb_walk import Job, Walk, open_env, records_per_shard, walk
@@ -362,6 +363,13 @@ class LmdbSource(Source):
                 finally:
                     pages.close()
                 return
+        elif spec.get("leaves"):  # (the cursor reads the records; the pages tell whether lookups find them)
+            pages = _Pages.open(self.data_file, spec)
+            if pages is not None:
+                try:
+                    yield from keys_out_of_order(pages, spec["file"], int(spec["start"]))
+                finally:
+                    pages.close()
         try:
             env = open_env(self.path, self.subdir)
         except lmdb.Error as exc:

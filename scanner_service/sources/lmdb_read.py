@@ -672,14 +672,7 @@ class _DatumReader(_Reader):
         pages = self.pages
         assert pages is not None
         at, length, damaged = pages.records.value_at, pages.records.value_len, pages.records.damaged
-        for offset in unsorted_in_pages(np.frombuffer(pages.keys, np.uint8), pages.records, pages.psize).tolist():
-            key = pages.key(offset)
-            before = pages.key(offset - 1)
-            detail = (
-                f"keys out of order: this key sorts at or before the key before it in its leaf page "
-                f"({key_text(before)}): a damaged key. {OUT_OF_ORDER_IN_PAGE}"
-            )
-            yield ReadFailure("R004", self.location(self.start + offset, key, detail), items=0)  # (read on as any)
+        yield from keys_out_of_order(pages, self.rel, self.start)
         pages.map()
         i, end = 0, len(pages.records)
         while i < end:
@@ -1187,6 +1180,18 @@ class _ImageReader(_Reader):
     def blocks(self, end: int) -> Iterator[Any]:
         if self.numbering:
             yield self.numbering.take()
+
+
+def keys_out_of_order(pages: _Pages, rel: str, start: int) -> Iterator[ReadFailure]:
+    """lmdb-corrupt for each key of the shard's leaf pages (the shard's first record at ``start``) that does not
+    sort after the key before it in its page; the record itself is read on as any other."""
+    for offset in unsorted_in_pages(np.frombuffer(pages.keys, np.uint8), pages.records, pages.psize).tolist():
+        detail = (
+            f"keys out of order: this key sorts at or before the key before it in its leaf page "
+            f"({key_text(pages.key(offset - 1))}): a damaged key. {OUT_OF_ORDER_IN_PAGE}"
+        )
+        where = Location(path=rel, key=key_text(pages.key(offset)), index=start + offset, detail=detail)
+        yield ReadFailure("R004", where, items=0)
 
 
 class _Pages:

@@ -261,3 +261,17 @@ def test_keys_out_of_order_within_pages_with_keys_of_any_length() -> None:
         assert unsorted_in_pages(buf, records, psize).tolist() == [2], keys  # one page: the third is not after
         records.damaged[2] = BAD_NODE
         assert unsorted_in_pages(buf, records, psize).tolist() == [], keys
+
+
+def test_a_key_out_of_order_in_its_page_is_found_whatever_the_decoder(make_env: Callable[..., Path]) -> None:
+    """Records of other decoders are read through LMDB's cursor, not the pages: the pages are still read for the
+    order of their keys."""
+    rng = np.random.default_rng(3)
+    path = make_env([(key(i), rng.standard_normal(16).astype(np.float32).tobytes()) for i in range(300)])
+    data_file = path / "data.mdb"
+    at = data_file.read_bytes().index(key(150).encode())
+    patch(data_file, at + 3, b"4")
+    report = run_scan(path, workers=1, decoder="raw:float32:16")
+    found = finding(report, "R004")
+    assert found is not None and [(loc.key, loc.index) for loc in found.locations] == [("00000151", 151)]
+    assert report.summary.items_scanned == 300 and finding(report, "R001") is None

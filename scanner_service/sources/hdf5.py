@@ -441,9 +441,9 @@ INDEX_CHECK_MAX_CHUNKS = 1 << 16
 
 
 def misplaced_chunks(ds: h5py.Dataset) -> tuple[str, list[tuple[int, int]]] | None:
-    """A chunk index entry at a place no chunk can be (off the chunk grid, or outside the dataset: a damaged key
-    of the chunk B-tree), and the row ranges left without a chunk, which HDF5 then reads as the fill value
-    without an error; None when every entry is in its place (or the index is not walked)."""
+    """A chunk index entry at a place no chunk can be (off the chunk grid, outside the dataset, or another chunk's
+    place: a damaged key of the chunk B-tree), and the row ranges left without a chunk, which HDF5 then reads as
+    the fill value without an error; None when every entry is in its place (or the index is not walked)."""
     with contextlib.suppress(OSError, RuntimeError, ValueError, IndexError):
         if ds.chunks is None or not ds.shape or not hasattr(ds.id, "chunk_iter"):
             return None
@@ -454,13 +454,15 @@ def misplaced_chunks(ds: h5py.Dataset) -> tuple[str, list[tuple[int, int]]] | No
         if total > INDEX_CHECK_MAX_CHUNKS or ds.id.get_create_plist().get_layout() != h5py.h5d.CHUNKED:
             return None
         held = np.zeros(grid[0], np.int64)  # chunks in their place, per chunk row
+        seen: set[tuple[int, ...]] = set()
         wrong: list[tuple[int, ...]] = []
 
         def visit(info: Any) -> None:
             offset = tuple(int(o) for o in info.chunk_offset)
-            if all(o % c == 0 and o < n for o, c, n in zip(offset, chunks, shape, strict=True)):
+            if offset not in seen and all(o % c == 0 and o < n for o, c, n in zip(offset, chunks, shape, strict=True)):
                 held[offset[0] // chunks[0]] += 1
-            else:
+                seen.add(offset)
+            else:  # off the grid, outside the dataset, or a place named twice
                 wrong.append(offset)
 
         ds.id.chunk_iter(visit)
@@ -470,7 +472,8 @@ def misplaced_chunks(ds: h5py.Dataset) -> tuple[str, list[tuple[int, int]]] | No
         place = ", ".join(str(o) for o in wrong[0])
         more = f" (and {len(wrong) - 1:,} more)" if len(wrong) > 1 else ""
         size = "×".join(str(n) for n in shape)
-        return f"its chunk index names a chunk at ({place}){more}, where no chunk of a {size} dataset can be", ranges
+        where = "a place it names twice" if wrong[0] in seen else f"where no chunk of a {size} dataset can be"
+        return f"its chunk index names a chunk at ({place}){more}, {where}", ranges
     return None
 
 

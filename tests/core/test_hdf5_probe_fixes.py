@@ -316,16 +316,22 @@ def test_a_chunk_index_entry_off_the_grid_is_a_corrupt_chunk_not_silent_fill(tmp
     path = tmp_path / "t.h5"
     with h5py.File(path, "w") as fh:
         fh.create_dataset("x", data=data, chunks=(100, 64), compression="gzip")
-    raw = bytearray(path.read_bytes())
-    node = raw.index(b"TREE\x01\x00")  # the leaf node of the v1 chunk B-tree: keys of 4 + 4 + 3 x 8 bytes
-    struct.pack_into("<Q", raw, node + 24 + 13 * 40 + 16, 1 << 58)  # chunk 13's column offset
-    path.write_bytes(bytes(raw))
-    with h5py.File(path, "r") as fh:
-        read = fh["x"][()]
-    assert (read[1300:1400] == 0).all() and (read[:1300] == data[:1300]).all()  # no error, zeros
-    found = finding(run_scan(path), "S002")
-    assert found is not None and [(loc.dataset, loc.index) for loc in found.locations] == [("/x", 1300)]
-    assert "rows 1300-1399 have no chunk and read as the fill value 0.0" in (found.locations[0].detail or "")
+    clean_bytes = path.read_bytes()
+    node = clean_bytes.index(b"TREE\x01\x00")  # the leaf node of the v1 chunk B-tree: keys of 4 + 4 + 3 x 8 bytes
+    for at, value, where in (
+        (16, 1 << 58, "where no chunk of a 2000×64 dataset can be"),  # chunk 13's column offset: off the dataset
+        (8, 1900, "a place it names twice"),  # its row offset: chunk 19's place
+    ):
+        raw = bytearray(clean_bytes)
+        struct.pack_into("<Q", raw, node + 24 + 13 * 40 + at, value)
+        path.write_bytes(bytes(raw))
+        with h5py.File(path, "r") as fh:
+            read = fh["x"][()]
+        assert (read[1300:1400] == 0).all() and (read[:1300] == data[:1300]).all()  # no error, zeros
+        found = finding(run_scan(path), "S002")
+        assert found is not None and [(loc.dataset, loc.index) for loc in found.locations] == [("/x", 1300)]
+        detail = found.locations[0].detail or ""
+        assert where in detail and "rows 1300-1399 have no chunk and read as the fill value 0.0" in detail, detail
     clean = tmp_path / "clean.h5"
     with h5py.File(clean, "w") as fh:
         fh.create_dataset("x", data=data, chunks=(100, 64), compression="gzip")

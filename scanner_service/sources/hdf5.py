@@ -440,10 +440,12 @@ INDEX_CHECK_MAX_CHUNKS = 1 << 16
 """Chunk indexes of up to this many chunks are walked whole at planning (about 0.1 s) for entries no writer makes."""
 
 
-def misplaced_chunks(ds: h5py.Dataset) -> tuple[str, list[tuple[int, int]]] | None:
-    """A chunk index entry at a place no chunk can be (off the chunk grid, outside the dataset, or another chunk's
-    place: a damaged key of the chunk B-tree), and the row ranges left without a chunk, which HDF5 then reads as
-    the fill value without an error; None when every entry is in its place (or the index is not walked)."""
+def chunk_places(ds: h5py.Dataset) -> tuple[str | None, list[tuple[int, int]]] | None:
+    """One walk of a chunked dataset's index: (what is wrong with it, the row ranges left without a chunk), which
+    HDF5 reads as the fill value without an error. What is wrong: an entry at a place no chunk can be (off the
+    chunk grid, outside the dataset, or another chunk's place: a damaged key of the chunk B-tree); None when
+    every entry is in its place, and the ranges are then rows never written. None when the index is not walked
+    (``never_written`` then tells)."""
     with contextlib.suppress(OSError, RuntimeError, ValueError, IndexError):
         if ds.chunks is None or not ds.shape or not hasattr(ds.id, "chunk_iter"):
             return None
@@ -466,9 +468,9 @@ def misplaced_chunks(ds: h5py.Dataset) -> tuple[str, list[tuple[int, int]]] | No
                 wrong.append(offset)
 
         ds.id.chunk_iter(visit)
-        if not wrong:
-            return None
         ranges = _rows_lacking(held, total // grid[0], chunks[0], shape[0])
+        if not wrong:
+            return None, ranges
         place = ", ".join(str(o) for o in wrong[0])
         more = f" (and {len(wrong) - 1:,} more)" if len(wrong) > 1 else ""
         size = "×".join(str(n) for n in shape)
@@ -924,15 +926,15 @@ class Hdf5Source(Source):
                 return
             if obj.id.get_create_plist().get_external_count() and not self._external_storage(obj, path, here, partial):
                 return
-            misplaced = misplaced_chunks(obj)
-            if misplaced is not None:
-                why, ranges = misplaced
+            places = chunk_places(obj)
+            if places is not None and places[0] is not None:
+                why, ranges = places
                 fill = f"the {_fill_text(obj).strip(' ()') or 'fill value'}"
                 for start, stop in ranges or [(0, 0)]:
                     lost = f": {_ranges_text([(start, stop)])} have no chunk and read as {fill}" if stop else ""
                     detail = f"{why} (a damaged chunk B-tree){lost}, without an error"
                     partial.add("S002", here.model_copy(update={"index": start if stop else None, "detail": detail}))
-            unwritten = never_written(obj)
+            unwritten = never_written(obj) if places is None else [] if places[0] is not None else places[1]
             if unwritten:
                 self._unwritten.append(f"{rel}:{shown} {_ranges_text(unwritten)}{_fill_text(obj)}")
             if numeric_fields:  # a table (pandas' format="table", PyTables): every numeric column

@@ -136,3 +136,6 @@ class EncodedImage:
     nbytes: int = 0
     verdict: Verdict | None = None
     digest: str | None = None
+    padded: bool = False
+    """Stored in a slot of one size (an HDF5 dataset of fixed-size bytes): zero bytes after the image's end are
+    the storage's padding, not trailing data."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..context import ScanContext
 from ..imaging import Verdict
+from ..imaging.sniff import ZERO_PADDING
 from ..items import EncodedImage
 from ..severity import Severity
 from .base import Check
@@ -28,7 +29,7 @@ CHECK = Check(
 
 
 def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
-    if verdict.trailing and verdict.usable:
+    if verdict.trailing and verdict.usable and not (item.padded and verdict.trailing_what == ZERO_PADDING):
         ctx.emit(
             CHECK.code,
             detail(item, f"{verdict.trailing:,} bytes after the end of the image: {verdict.trailing_what}"),

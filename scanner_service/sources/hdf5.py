@@ -33,16 +33,17 @@ import numpy as np
 
 from ..buffers import aligned_buffer
 from ..errors import ConfigError
-from ..items import DatasetMeta, LabelBlock, NumericBlock, ReadFailure
+from ..forked import stalled
+from ..items import DatasetMeta, EncodedImage, LabelBlock, NumericBlock, ReadFailure
 from ..labels import is_onehot_shape, label_tally
 from ..location import Location
 from ..partial import Partial, merge
-from ..records.image import image_format
 from ..statistics import channel_layout, complex_parts
 from ..text import printable
 from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segments, segment_shard, shard_rows
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
+from .hdf5_images import blank, bytes_type, first_image, one_per_row, row_size, row_values
 from .hdf5_roles import SHOWN as ROLES_SHOWN
 from .hdf5_roles import Gap, Role, find_roles, member_gaps, role_meta, roles_text
 from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
@@ -258,6 +259,13 @@ class _Dataset(Rows):
     row_vector: bool = False
     """Labels that HDF5 holds as a 1×N row (a MATLAB column vector): ``shape`` is (N,), read along the second
     axis, one label per sample."""
+    images: int = 0
+    """Bytes per row of a dataset of encoded images, one a row (``hdf5_images``; its ``shape`` is then (rows,));
+    0 for any other."""
+
+    @property
+    def row_bytes(self) -> int:
+        return self.images or Rows.row_bytes.fget(self)  # type: ignore[attr-defined]
 
 
 def file_label(name: str, shape: tuple[int, ...]) -> bool:
@@ -312,17 +320,6 @@ def _unscanned_kind(dtype: np.dtype[Any], field: bool = False) -> str | None:
     if base is not None and np.dtype(base).kind in "fiuc":
         return f"variable-length {np.dtype(base).name}"
     return None
-
-
-def _encoded_images(ds: h5py.Dataset) -> str:
-    """``: encoded JPEG images?`` when the first value of a dataset of bytes starts like an image, else ''."""
-    try:
-        first = ds[(0,) * ds.ndim]
-        head = first.tobytes() if isinstance(first, np.ndarray) else bytes(first)
-    except Exception:  # a damaged chunk: the hint is only a hint
-        return ""
-    kind = image_format(head)
-    return f": encoded {kind.upper()} images?" if kind else ""
 
 
 def vds_source_file(vds_file: Path, name: str) -> Path | None:
@@ -895,13 +892,14 @@ class Hdf5Source(Source):
             if dtype.kind == "c" and dtype.itemsize in (8, 16) and shape is not None and math.prod(shape):
                 found.append(_Dataset(shown, (*(shape or (1,)), 2), complex_parts(dtype), None, False, where))
                 return
+            if bytes_type(dtype) and one_per_row(shape) and first_image(obj) is not None:
+                rows = (shape or (1,))[:1]  # encoded images, one a row: judged by the image checks
+                found.append(_Dataset(shown, rows, dtype, None, False, where, images=row_size(obj)))
+                return
             if dtype.kind not in "fiu" and not numeric_fields and not array:
                 unscanned = _unscanned_kind(dtype)
                 if unscanned is None and dtype.kind == "V" and not dtype.names and dtype.subdtype is None:
                     unscanned = f"opaque bytes, {dtype.itemsize} each"  # h5py's np.void: binary blobs
-                base = h5py.check_vlen_dtype(dtype)
-                if unscanned is not None and shape and (dtype.kind == "V" or (base is not None and base.itemsize == 1)):
-                    unscanned += _encoded_images(obj)  # bytes: images stored whole?
                 if unscanned is None and is_label_name(shown, self.config.labels) and _is_text(dtype):
                     unscanned = "class names as text: the label checks need integer class ids"
                     self._text_labels.append(f"{rel}:{shown}")
@@ -1208,6 +1206,7 @@ class Hdf5Source(Source):
                     **({"role": ds.role.spec()} if ds.role is not None else {}),
                     **({"onehot": True} if ds.onehot else {}),
                     **({"row_vector": True} if ds.row_vector else {}),
+                    **({"images": True} if ds.images else {}),
                     **({"stream": stream} if stream is not None else {}),
                 }
             )
@@ -1221,8 +1220,8 @@ class Hdf5Source(Source):
         if seg["stop"] - seg["start"] <= 1:
             return []
         mid = (seg["start"] + seg["stop"]) // 2
-        if _one_chunk(seg):  # a chunk is decoded whole: its rows are not split further
-            return []
+        if _one_chunk(seg) and not seg.get("images"):  # a chunk is decoded whole: its rows are not split further
+            return []  # (an image is decoded alone: a decoder that crashes on one is found row by row)
         step = seg.get("chunk_rows", 1)
         mid = max(mid // step * step, (seg["start"] // step + 1) * step)
         halves = []
@@ -1236,6 +1235,10 @@ class Hdf5Source(Source):
 
     def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
         seg = shard.spec["segments"][0]
+        if seg.get("images") and seg["stop"] - seg["start"] == 1:
+            why = reason if stalled(reason) else f"reading or decoding this image crashed the reader: {reason}"
+            place = Location(path=seg["file"], line=seg["line"], dataset=seg["dataset"], index=seg["start"])
+            return "I003", place.model_copy(update={"detail": why})
         rows = _rows_text(seg["start"], seg["stop"])
         if _one_chunk(seg) and seg.get("chunk_rows", 1) > 1:
             rows += f" (one chunk of {seg['chunk_rows']:,} rows, decoded whole)"
@@ -1385,6 +1388,9 @@ class _SegmentReader:
 
     def _blocks(self) -> Iterator[Any]:
         _register_filters(self.ds)  # a fresh worker process registers plugin filters before any read
+        if self.seg.get("images"):
+            yield from self._images()
+            return
         if self.seg["labels"]:
             yield from self._label_blocks()
             return
@@ -1421,6 +1427,41 @@ class _SegmentReader:
         picked from it (``block['pos']['y']``: h5py names top fields only)."""
         assert self.field is not None
         return pick(self.ds.fields(self.field[0])[key], self.field[1:])
+
+    # encoded images ------------------------------------------------------------------------------
+
+    def _images(self) -> Iterator[Any]:
+        """Encoded images, one a row (``hdf5_images``): each row's bytes go to the image checks. A block of rows
+        that fails is read again chunk row by chunk row: a damaged chunk is ``corrupt-chunk`` for its rows."""
+        start, stop = self.seg["start"], self.seg["stop"]
+        per_row = self.seg["bytes"] // max(1, stop - start)
+        step = block_rows(per_row, self.block_bytes, self.ds.chunks[0] if self.ds.chunks else 1)
+        for r in range(start, stop, step):
+            n = min(step, stop - r)
+            try:
+                block = self._image_rows(r, r + n)
+            except (OSError, RuntimeError, ValueError) as exc:
+                for item in self._isolate_rows(r, r + n, self._image_rows, self._image_items, exc):
+                    yield from [item] if isinstance(item, ReadFailure) else item
+                continue
+            yield from self._image_items(block, r)
+
+    def _image_rows(self, a: int, b: int) -> np.ndarray[Any, Any]:
+        if self.ds.shape:
+            return np.asarray(self.ds[a:b])
+        one = np.empty(1, self.ds.dtype)  # a scalar dataset: one image
+        one[0] = self.ds[()]
+        return one
+
+    def _image_items(self, block: np.ndarray[Any, Any], start: int) -> list[EncodedImage]:
+        padded = self.ds.dtype.kind in "SV"  # fixed-size values: zero bytes fill each to the longest
+        at = self.locate(start)
+        return [
+            EncodedImage(
+                data=b"" if padded and blank(value) else value, location=at(i), nbytes=len(value), padded=padded
+            )
+            for i, value in enumerate(row_values(block, self.ds.dtype))
+        ]
 
     # numeric data --------------------------------------------------------------------------------
 

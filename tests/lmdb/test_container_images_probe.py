@@ -39,26 +39,6 @@ def test_a_constant_image_among_unlabeled_images_is_reported(tmp_path: Path) -> 
     assert [(loc.dataset, loc.index) for loc in found.locations] == [("/X_unlabelled", 3), ("/unlabeled_X", 3)]
 
 
-def test_encoded_images_stored_as_opaque_bytes_are_named_as_not_scanned(tmp_path: Path) -> None:
-    """h5py stores binary blobs as ``np.void`` (HDF5 opaque): JPEGs kept so were skipped without a word, as if
-    there were no images to check; they are named as not scanned, as variable-length bytes are, and both say
-    what their first value looks like."""
-    blobs = [jpeg(i) for i in range(4)]
-    width = max(map(len, blobs))
-    path = tmp_path / "encoded.h5"
-    with h5py.File(path, "w") as fh:
-        fh["images"] = np.array([np.void(b.ljust(width, b"\0")) for b in blobs])
-        fh.create_dataset("jpegs", (4,), dtype=h5py.vlen_dtype(np.uint8))
-        for i, b in enumerate(blobs):
-            fh["jpegs"][i] = np.frombuffer(b, np.uint8)
-        fh["label"] = np.arange(4) % 2
-    report = run_scan(path)
-    assert report.info["hdf5.not_scanned"] == (
-        f"2 datasets not scanned: encoded.h5:/images (opaque bytes, {width} each: encoded JPEG images?), "
-        "encoded.h5:/jpegs (variable-length uint8: encoded JPEG images?)"
-    )
-
-
 def test_opaque_bytes_that_are_no_images_are_named_plainly(tmp_path: Path) -> None:
     path = tmp_path / "blobs.h5"
     with h5py.File(path, "w") as fh:

@@ -1,0 +1,78 @@
+"""HDF5 datasets of encoded images: the bytes of one JPEG, PNG ... file per row, as h5py stores binary data.
+
+Three layouts hold them: variable-length bytes (``h5py.vlen_dtype(np.uint8)``, each row its file's length),
+opaque bytes of one size (``np.void``, HDF5's OPAQUE class) and fixed-length byte strings (``S``), the last
+two padded with zero bytes to the longest file. A dataset of one of these types, one value per row, whose
+first value starts like an image is read a block of rows at a time; each row goes to the image checks as an
+``EncodedImage``, as an LMDB record of encoded images does. Numbers stay with the numeric reader.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ..records.image import image_format
+
+ROWS_SAMPLED = 8
+"""Variable-length rows whose sizes plan the shards and blocks (the first ones: a row's size is known only
+once it is read)."""
+
+
+def bytes_type(dtype: np.dtype[Any]) -> bool:
+    """Whether one value of ``dtype`` is a run of bytes: opaque, a fixed-length byte string, or variable-length
+    8-bit integers."""
+    if dtype.kind == "V":
+        return not dtype.names and dtype.subdtype is None
+    if dtype.kind == "S":
+        return True
+    base = h5py.check_vlen_dtype(dtype)
+    return base is not None and np.dtype(base).kind in "iu" and np.dtype(base).itemsize == 1
+
+
+def first_image(ds: h5py.Dataset) -> str | None:
+    """The format (``jpeg``, ``png`` ...) that the first value of a dataset of bytes starts like, else None (a
+    first value HDF5 cannot read included: the dataset is then only named as not scanned)."""
+    try:
+        first = ds[(0,) * ds.ndim]
+    except Exception:  # a damaged chunk, a damaged heap: the reader would name no image anyway
+        return None
+    return image_format(first.tobytes() if isinstance(first, np.ndarray | np.void) else bytes(first))
+
+
+def one_per_row(shape: tuple[int, ...] | None) -> bool:
+    """A shape of one value per row: a scalar (one image), ``(N,)`` or ``(N, 1)``."""
+    return shape is not None and math.prod(shape[1:]) == 1
+
+
+def row_size(ds: h5py.Dataset) -> int:
+    """Bytes per row, for sizing shards and blocks: the item size of fixed-size values, the largest of the first
+    ``ROWS_SAMPLED`` variable-length ones (a guess: a block holds whole rows, and larger rows later make it
+    larger)."""
+    if ds.dtype.kind in "SV":
+        return int(ds.dtype.itemsize)
+    try:
+        first = ds[()] if not ds.shape else ds[: min(ROWS_SAMPLED, ds.shape[0])]
+    except Exception:
+        return 1 << 16
+    values = [first] if not ds.shape else list(np.asarray(first).reshape(-1))
+    return max(1, max((len(v) for v in values), default=1))
+
+
+def row_values(block: Any, dtype: np.dtype[Any]) -> list[bytes | memoryview]:
+    """The bytes of each row of ``block``, as h5py read it: a view into the block for fixed-size values (with
+    their zero padding), each value's own bytes for variable-length ones."""
+    data = np.asarray(block).reshape(-1)
+    if dtype.kind in "SV":
+        size = dtype.itemsize
+        raw = np.ascontiguousarray(data).view(np.uint8).data
+        return [raw[i * size : (i + 1) * size] for i in range(len(data))]
+    return [np.ascontiguousarray(v, np.uint8).data for v in data]
+
+
+def blank(value: bytes | memoryview) -> bool:
+    """Whether a fixed-size value is zero bytes only: a slot no image was written to (it reads as empty)."""
+    return not bytes(value[:16]).strip(b"\0") and not bytes(value).strip(b"\0")

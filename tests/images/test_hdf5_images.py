@@ -1,0 +1,196 @@
+"""HDF5 datasets of encoded images (one JPEG, PNG ... file per row): every row is judged by the image checks,
+at its dataset and index, whatever the layout h5py stores the bytes in."""
+
+from __future__ import annotations
+
+import faulthandler
+import multiprocessing as mp
+import os
+import signal
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+from imagetools import codes, finding, jpeg, png, zero_block
+
+from scanner_service import ScanConfig, merge
+from scanner_service.pool import ShardPool
+from scanner_service.sources import BY_KIND
+from scanner_service.sources.base import Shard
+from scanner_service.sources.hdf5 import Hdf5Source
+from scanner_service.sources.hdf5_images import row_values
+from tests.conftest import cli_json, run_scan
+
+ROWS = 24
+
+
+def _damaged(rng: np.random.Generator) -> tuple[list[bytes], dict[int, str]]:
+    """``ROWS`` clean images (JPEGs, a PNG every fifth row) with defects at known rows, and the code each
+    defective row must get."""
+    images = [png(rng) if i % 5 == 4 else jpeg(rng) for i in range(ROWS)]
+    truth = {3: "I003", 8: "I002", 11: "I004", 14: "I003", 19: "I001"}
+    images[3] = images[3][: len(images[3]) // 2]  # a JPEG cut in half
+    images[8] = b"<!DOCTYPE html><html>not found</html>"  # an error page saved as an image
+    images[11] = zero_block(images[11], 2048)  # libjpeg warns: Pillow's load() says nothing
+    idat = images[14].index(b"IDAT")
+    crc = idat + 4 + int.from_bytes(images[14][idat - 4 : idat], "big")
+    images[14] = images[14][:crc] + bytes(4) + images[14][crc + 4 :]  # a PNG whose IDAT CRC fails
+    images[19] = b""
+    return images, truth
+
+
+def _write(path: Path, images: list[bytes], layout: str, **kwargs: Any) -> Path:
+    width = max(map(len, images))
+    with h5py.File(path, "w") as fh:
+        if layout == "vlen":
+            ds = fh.create_dataset("images", (len(images),), dtype=h5py.vlen_dtype(np.uint8), **kwargs)
+            for i, b in enumerate(images):
+                ds[i] = np.frombuffer(b, np.uint8)
+        elif layout == "opaque":
+            fh.create_dataset("images", data=np.array([np.void(b.ljust(width, b"\0")) for b in images]), **kwargs)
+        else:
+            fh.create_dataset("images", data=np.array(images, dtype=f"S{width}"), **kwargs)
+        fh["label"] = np.arange(len(images)) % 3
+    return path
+
+
+def _rows(report: Any, code: str) -> list[int]:
+    found = finding(report, code)
+    return [] if found is None else [loc.index for loc in found.locations]
+
+
+@pytest.mark.parametrize("layout", ["vlen", "opaque", "fixed-bytes"])
+def test_every_row_of_encoded_images_is_judged_at_its_index(tmp_path: Path, layout: str) -> None:
+    images, truth = _damaged(np.random.default_rng(1))
+    report = run_scan(_write(tmp_path / "images.h5", images, layout, chunks=(4,), compression="gzip"))
+    for code in ("I001", "I002", "I003", "I004"):
+        assert _rows(report, code) == sorted(i for i, c in truth.items() if c == code), (code, report.findings)
+    located = finding(report, "I003").locations[0]
+    assert (located.path, located.dataset, located.index) == ("images.h5", "/images", 3)
+    assert "I006" not in codes(report), "zero padding of fixed-size rows is the storage's, not trailing data"
+    assert "hdf5.not_scanned" not in report.info
+    assert any(key.startswith("decoder.") for key in report.info), report.info  # who judged the images
+    assert report.source.items == 2 * ROWS  # rows read: the images and their labels
+
+
+def test_bytes_after_an_image_are_trailing_data_unless_they_are_the_padding(tmp_path: Path) -> None:
+    """In fixed-size rows the zeros after a short image fill the slot; other bytes there are still trailing
+    data, and so are zeros after an image stored at its own length."""
+    rng = np.random.default_rng(2)
+    images = [jpeg(rng) for _ in range(6)]
+    images[2] += b"PK\x03\x04 a zip appended"
+    images[4] += bytes(64)
+    for layout in ("opaque", "vlen"):
+        report = run_scan(_write(tmp_path / f"{layout}.h5", images, layout))
+        assert _rows(report, "I006") == ([2] if layout == "opaque" else [2, 4]), (layout, report.findings)
+
+
+def test_a_damaged_chunk_of_images_costs_its_rows_and_the_others_are_judged(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    images = [jpeg(rng) for _ in range(16)]
+    images[13] = images[13][:300]
+    path = _write(tmp_path / "images.h5", images, "opaque", chunks=(4,), compression="gzip")
+    with h5py.File(path, "r") as fh:
+        info = fh["images"].id.get_chunk_info(1)  # rows 4..7
+    with open(path, "r+b") as fh:
+        fh.seek(info.byte_offset + info.size // 2)
+        fh.write(b"\xff" * 64)
+    report = run_scan(path)
+    damaged = finding(report, "S002")
+    assert [(loc.dataset, loc.index) for loc in damaged.locations] == [("/images", 4)]
+    assert damaged.locations[0].detail.startswith("rows 4-7 unreadable: "), damaged
+    assert _rows(report, "I003") == [13]
+
+
+def test_labels_beside_the_images_are_a_label_stream_of_the_same_length(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    path = tmp_path / "images.h5"
+    with h5py.File(path, "w") as fh:
+        ds = fh.create_dataset("images", (10,), dtype=h5py.vlen_dtype(np.uint8))
+        for i in range(10):
+            ds[i] = np.frombuffer(jpeg(rng), np.uint8)
+        fh["label"] = np.arange(9) % 2
+    mismatch = finding(run_scan(path), "L001")
+    assert mismatch is not None and "10 samples but /label has 9 labels" in mismatch.locations[0].detail
+
+
+def test_shards_of_a_few_images_name_the_same_rows(tmp_path: Path) -> None:
+    images, truth = _damaged(np.random.default_rng(5))
+    path = _write(tmp_path / "images.h5", images, "vlen", chunks=(2,))
+    whole, sharded = run_scan(path), run_scan(path, workers=2, shard_bytes=16_384, block_bytes=4096)
+    assert whole.summary.shards == 1 and sharded.summary.shards >= 8  # shards of two or three images
+    for code in ("I001", "I002", "I003", "I004"):
+        assert _rows(sharded, code) == _rows(whole, code) == sorted(i for i, c in truth.items() if c == code)
+
+
+def test_a_scalar_dataset_is_one_image_and_the_cli_reports_it(tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    path = tmp_path / "one.h5"
+    with h5py.File(path, "w") as fh:
+        fh["cover"] = np.void(jpeg(rng)[:400])
+        fh["x"] = np.ones((4, 3), np.float32)
+    status, report = cli_json(path)
+    assert status == 1
+    bad = next(f for f in report["findings"] if f["code"] == "I003")
+    assert [(loc["dataset"], loc.get("index")) for loc in bad["locations"]] == [("/cover", None)]
+
+
+def test_bytes_that_are_no_images_stay_unscanned(tmp_path: Path) -> None:
+    path = tmp_path / "blobs.h5"
+    with h5py.File(path, "w") as fh:
+        fh["blobs"] = np.array([np.void(zlib.compress(bytes([i]) * 64)) for i in range(3)])
+        fh["x"] = np.arange(6, dtype=np.float32).reshape(3, 2)
+    report = run_scan(path)
+    assert report.info["hdf5.not_scanned"].startswith("1 dataset not scanned: blobs.h5:/blobs (opaque bytes")
+    assert not any(f.code.startswith("I") for f in report.findings)
+
+
+def test_row_values_keep_the_padding_of_fixed_size_rows_and_the_length_of_variable_ones() -> None:
+    fixed = np.array([np.void(b"ab\0\0"), np.void(b"cdef")])
+    assert [bytes(v) for v in row_values(fixed, fixed.dtype)] == [b"ab\0\0", b"cdef"]
+    strings = np.array([b"ab", b"cdef"], dtype="S4")
+    assert [bytes(v) for v in row_values(strings, strings.dtype)] == [b"ab\0\0", b"cdef"]
+    vlen = np.empty(2, object)
+    vlen[0], vlen[1] = np.frombuffer(b"ab", np.uint8), np.frombuffer(b"", np.uint8)
+    assert [bytes(v) for v in row_values(vlen, h5py.vlen_dtype(np.uint8))] == [b"ab", b""]
+
+
+class KillingHdf5(Hdf5Source):
+    """An HDF5 source whose reader dies of SIGSEGV on the image at row 5 (a decoder crash)."""
+
+    kind = "test-killing-hdf5"
+
+    def read(self, shard: Shard) -> Iterator[Any]:
+        for item in super().read(shard):
+            if getattr(item, "kind", "") == "image" and item.location.index == 5:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            yield item
+
+
+@pytest.mark.slow
+def test_an_image_that_crashes_the_reader_costs_its_row_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    images = [jpeg(rng) for _ in range(12)]
+    images[9] = images[9][:500]
+    path = _write(tmp_path / "images.h5", images, "vlen", chunks=(4,), compression="gzip")
+    monkeypatch.setitem(BY_KIND, KillingHdf5.kind, KillingHdf5)
+    config = ScanConfig()
+    planned = KillingHdf5(path, config).plan()
+    pool = ShardPool(KillingHdf5.kind, str(path), config, workers=2)
+    pool.ctx = mp.get_context("fork")  # the registry entry above must reach the workers
+    faulthandler.disable()  # pytest's crash dumps would flood the output from the killed workers
+    try:
+        merged = merge([planned.partial, *pool.run(planned.shards)])
+    finally:
+        faulthandler.enable()
+    corrupt = merged.findings["I003"].sorted_locations()
+    assert [(loc.dataset, loc.index) for loc in corrupt] == [("/images", 5), ("/images", 9)]
+    assert (
+        corrupt[0].detail
+        == "reading or decoding this image crashed the reader: the reader process was killed by SIGSEGV"
+    )
+    assert merged.items == 24  # every row counted: the images (one reported as a crash) and the labels

@@ -34,7 +34,7 @@ import numpy as np
 from ..buffers import aligned_buffer
 from ..errors import ConfigError
 from ..forked import stalled
-from ..items import DatasetMeta, EncodedImage, LabelBlock, NumericBlock, ReadFailure
+from ..items import DatasetMeta, EncodedImage, LabelBlock, Note, NumericBlock, ReadFailure
 from ..labels import is_onehot_shape, label_tally
 from ..location import Location
 from ..partial import Partial, merge
@@ -43,7 +43,7 @@ from ..text import printable
 from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segments, segment_shard, shard_rows
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
-from .hdf5_images import blank, bytes_type, first_image, one_per_row, row_size, row_values
+from .hdf5_nonnumeric import blank, bytes_type, first_image, one_per_row, row_size, row_values
 from .hdf5_roles import SHOWN as ROLES_SHOWN
 from .hdf5_roles import Gap, Role, find_roles, member_gaps, role_meta, roles_text
 from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
@@ -259,13 +259,15 @@ class _Dataset(Rows):
     row_vector: bool = False
     """Labels that HDF5 holds as a 1×N row (a MATLAB column vector): ``shape`` is (N,), read along the second
     axis, one label per sample."""
-    images: int = 0
-    """Bytes per row of a dataset of encoded images, one a row (``hdf5_images``; its ``shape`` is then (rows,));
-    0 for any other."""
+    read_as: str = ""
+    """How a dataset whose values are no numbers is read (``hdf5_nonnumeric``): ``images``, encoded images one a
+    row (its ``shape`` is then (rows,)), or ``through``, read for damage only; '' for numbers."""
+    value_bytes: int = 0
+    """Bytes per row of such a dataset, as ``row_size`` measures them."""
 
     @property
     def row_bytes(self) -> int:
-        return self.images or Rows.row_bytes.fget(self)  # type: ignore[attr-defined]
+        return self.value_bytes or Rows.row_bytes.fget(self)  # type: ignore[attr-defined]
 
 
 def file_label(name: str, shape: tuple[int, ...]) -> bool:
@@ -477,6 +479,14 @@ def chunk_places(ds: h5py.Dataset) -> tuple[str | None, list[tuple[int, int]]] |
 
 
 NEVER_WRITTEN_SHOWN = 3
+
+
+def _plain_storage(ds: h5py.Dataset, shape: tuple[int, ...]) -> bool:
+    """Whether a dataset read for damage only is read so: values, in the file's own chunks or contiguous space
+    (virtual and external storage are checked for the numbers they hold)."""
+    if (shape and not math.prod(shape)) or ds.is_virtual:
+        return False
+    return not ds.id.get_create_plist().get_external_count()
 
 
 def _ranges_text(ranges: list[tuple[int, int]]) -> str:
@@ -794,7 +804,9 @@ class Hdf5Source(Source):
                         "that died), clear the mark: h5clear -s FILE"
                     )
                     partial.add("S001", where.model_copy(update={"detail": detail}))
-                datasets = self._walk(fh, path, rel, line, partial)
+                found = self._walk(fh, path, rel, line, partial)
+                through = [d for d in found if d.read_as == "through"]  # no samples: read for damage only
+                datasets = [d for d in found if d.read_as != "through"]
                 self._coordinates.extend(coordinates(fh, datasets, rel, self.config.labels))
                 if fh.userblock_size and is_matlab(path):
                     self._matlab.append(rel)
@@ -813,7 +825,7 @@ class Hdf5Source(Source):
         self._roles.extend(roles_text(rel, roles))
         self._check_lengths([d for d in datasets if d.role is None], rel, line, partial)
         segments: list[dict[str, Any]] = []
-        for ds in datasets:
+        for ds in [*datasets, *through]:
             stream = None
             if ds.is_label or ds.onehot:
                 name = ds.name if ds.role is None else ds.role.name
@@ -894,7 +906,9 @@ class Hdf5Source(Source):
                 return
             if bytes_type(dtype) and one_per_row(shape) and first_image(obj) is not None:
                 rows = (shape or (1,))[:1]  # encoded images, one a row: judged by the image checks
-                found.append(_Dataset(shown, rows, dtype, None, False, where, images=row_size(obj)))
+                found.append(
+                    _Dataset(shown, rows, dtype, obj.chunks, False, where, read_as="images", value_bytes=row_size(obj))
+                )
                 return
             if dtype.kind not in "fiu" and not numeric_fields and not array:
                 unscanned = _unscanned_kind(dtype)
@@ -905,14 +919,16 @@ class Hdf5Source(Source):
                     self._text_labels.append(f"{rel}:{shown}")
                 if unscanned is not None:
                     not_scanned.append(f"{rel}:{shown} ({unscanned})")
+                if (
+                    shape is not None
+                    and _plain_storage(obj, shape)
+                    and self._filters_available(obj, rel, line, shown, partial)
+                ):
+                    through = _Dataset(shown, shape, dtype, obj.chunks, False, where, read_as="through")
+                    through.value_bytes = row_size(obj)
+                    found.append(through)
                 return
-            unavailable = missing_filters(_filters(obj))
-            if unavailable:
-                fid = unavailable[0]
-                fname, package = FILTER_PACKAGES.get(fid, ("", "the filter's HDF5 plugin"))
-                named = f"filter {fname} (id {fid})" if fname else f"filter id {fid}"
-                detail = f"{named} is not available: install {package}"
-                partial.add("S003", Location(path=rel, line=line, dataset=shown, detail=detail))
+            if not self._filters_available(obj, rel, line, shown, partial):
                 return
             if shape is None:  # a null dataspace (h5py.Empty): a placeholder that holds no value, by design
                 return
@@ -965,6 +981,19 @@ class Hdf5Source(Source):
         for lost in getattr(visit_items, "lost", []):
             partial.add("S001", lost)
         return found, partial, not_scanned, bool(seen)
+
+    @staticmethod
+    def _filters_available(obj: h5py.Dataset, rel: str, line: int | None, shown: str, partial: Partial) -> bool:
+        """Whether HDF5 has every filter of the dataset's pipeline; ``filter-missing`` when not."""
+        unavailable = missing_filters(_filters(obj))
+        if not unavailable:
+            return True
+        fid = unavailable[0]
+        fname, package = FILTER_PACKAGES.get(fid, ("", "the filter's HDF5 plugin"))
+        named = f"filter {fname} (id {fid})" if fname else f"filter id {fid}"
+        detail = f"{named} is not available: install {package}"
+        partial.add("S003", Location(path=rel, line=line, dataset=shown, detail=detail))
+        return False
 
     def _label_field(self, named: str, f: FieldPath) -> bool:
         """Whether the compound field ``f`` (``named`` as reports name it) is named as labels: a field of the
@@ -1206,7 +1235,7 @@ class Hdf5Source(Source):
                     **({"role": ds.role.spec()} if ds.role is not None else {}),
                     **({"onehot": True} if ds.onehot else {}),
                     **({"row_vector": True} if ds.row_vector else {}),
-                    **({"images": True} if ds.images else {}),
+                    **({"read_as": ds.read_as} if ds.read_as else {}),
                     **({"stream": stream} if stream is not None else {}),
                 }
             )
@@ -1220,9 +1249,10 @@ class Hdf5Source(Source):
         if seg["stop"] - seg["start"] <= 1:
             return []
         mid = (seg["start"] + seg["stop"]) // 2
-        if _one_chunk(seg) and not seg.get("images"):  # a chunk is decoded whole: its rows are not split further
-            return []  # (an image is decoded alone: a decoder that crashes on one is found row by row)
-        step = seg.get("chunk_rows", 1)
+        images = seg.get("read_as") == "images"  # each decoded alone: a crash on one is found row by row
+        if _one_chunk(seg) and not images:  # a chunk is decoded whole: its rows are not split further
+            return []
+        step = 1 if images else seg.get("chunk_rows", 1)
         mid = max(mid // step * step, (seg["start"] // step + 1) * step)
         halves = []
         for a, b in ((seg["start"], mid), (mid, seg["stop"])):
@@ -1235,7 +1265,7 @@ class Hdf5Source(Source):
 
     def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
         seg = shard.spec["segments"][0]
-        if seg.get("images") and seg["stop"] - seg["start"] == 1:
+        if seg.get("read_as") == "images" and seg["stop"] - seg["start"] == 1:
             why = reason if stalled(reason) else f"reading or decoding this image crashed the reader: {reason}"
             place = Location(path=seg["file"], line=seg["line"], dataset=seg["dataset"], index=seg["start"])
             return "I003", place.model_copy(update={"detail": why})
@@ -1388,8 +1418,11 @@ class _SegmentReader:
 
     def _blocks(self) -> Iterator[Any]:
         _register_filters(self.ds)  # a fresh worker process registers plugin filters before any read
-        if self.seg.get("images"):
+        if self.seg.get("read_as") == "images":
             yield from self._images()
+            return
+        if self.seg.get("read_as") == "through":
+            yield from self._through()
             return
         if self.seg["labels"]:
             yield from self._label_blocks()
@@ -1428,28 +1461,38 @@ class _SegmentReader:
         assert self.field is not None
         return pick(self.ds.fields(self.field[0])[key], self.field[1:])
 
-    # encoded images ------------------------------------------------------------------------------
+    # values that are no numbers (``hdf5_nonnumeric``) -----------------------------------------------
 
     def _images(self) -> Iterator[Any]:
-        """Encoded images, one a row (``hdf5_images``): each row's bytes go to the image checks. A block of rows
-        that fails is read again chunk row by chunk row: a damaged chunk is ``corrupt-chunk`` for its rows."""
+        """Encoded images, one a row: each row's bytes go to the image checks."""
+        for items in self._value_blocks(self._image_items):
+            yield from items
+
+    def _through(self) -> Iterator[Any]:
+        """Values read for damage only: nothing judges them, the rows count as read."""
+        for items in self._value_blocks(lambda block, start: [Note(items=len(block), nbytes=block.nbytes)]):
+            yield from items
+
+    def _value_blocks(self, emit: Callable[[np.ndarray[Any, Any], int], list[Any]]) -> Iterator[list[Any]]:
+        """The segment's rows a block at a time, as ``emit(block, first row)`` makes them items. A block that
+        fails is read again chunk row by chunk row: a damaged chunk is ``corrupt-chunk`` for its rows."""
         start, stop = self.seg["start"], self.seg["stop"]
         per_row = self.seg["bytes"] // max(1, stop - start)
         step = block_rows(per_row, self.block_bytes, self.ds.chunks[0] if self.ds.chunks else 1)
         for r in range(start, stop, step):
             n = min(step, stop - r)
             try:
-                block = self._image_rows(r, r + n)
+                block = self._value_rows(r, r + n)
             except (OSError, RuntimeError, ValueError) as exc:
-                for item in self._isolate_rows(r, r + n, self._image_rows, self._image_items, exc):
-                    yield from [item] if isinstance(item, ReadFailure) else item
+                for item in self._isolate_rows(r, r + n, self._value_rows, emit, exc):
+                    yield [item] if isinstance(item, ReadFailure) else item
                 continue
-            yield from self._image_items(block, r)
+            yield emit(block, r)
 
-    def _image_rows(self, a: int, b: int) -> np.ndarray[Any, Any]:
+    def _value_rows(self, a: int, b: int) -> np.ndarray[Any, Any]:
         if self.ds.shape:
             return np.asarray(self.ds[a:b])
-        one = np.empty(1, self.ds.dtype)  # a scalar dataset: one image
+        one = np.empty(1, self.ds.dtype)  # a scalar dataset: one row
         one[0] = self.ds[()]
         return one
 

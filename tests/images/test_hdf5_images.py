@@ -18,11 +18,12 @@ import pytest
 from imagetools import codes, finding, jpeg, png, zero_block
 
 from scanner_service import ScanConfig, merge
+from scanner_service.demo import corrupt_chunk
 from scanner_service.pool import ShardPool
 from scanner_service.sources import BY_KIND
 from scanner_service.sources.base import Shard
 from scanner_service.sources.hdf5 import Hdf5Source
-from scanner_service.sources.hdf5_images import row_values
+from scanner_service.sources.hdf5_nonnumeric import row_values
 from tests.conftest import cli_json, run_scan
 
 ROWS = 24
@@ -94,11 +95,7 @@ def test_a_damaged_chunk_of_images_costs_its_rows_and_the_others_are_judged(tmp_
     images = [jpeg(rng) for _ in range(16)]
     images[13] = images[13][:300]
     path = _write(tmp_path / "images.h5", images, "opaque", chunks=(4,), compression="gzip")
-    with h5py.File(path, "r") as fh:
-        info = fh["images"].id.get_chunk_info(1)  # rows 4..7
-    with open(path, "r+b") as fh:
-        fh.seek(info.byte_offset + info.size // 2)
-        fh.write(b"\xff" * 64)
+    corrupt_chunk(path, "/images", (4,))
     report = run_scan(path)
     damaged = finding(report, "S002")
     assert [(loc.dataset, loc.index) for loc in damaged.locations] == [("/images", 4)]

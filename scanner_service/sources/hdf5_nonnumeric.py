@@ -1,10 +1,15 @@
-"""HDF5 datasets of encoded images: the bytes of one JPEG, PNG ... file per row, as h5py stores binary data.
+"""HDF5 datasets whose values are no numbers: encoded images, and the others read through for damage.
 
-Three layouts hold them: variable-length bytes (``h5py.vlen_dtype(np.uint8)``, each row its file's length),
-opaque bytes of one size (``np.void``, HDF5's OPAQUE class) and fixed-length byte strings (``S``), the last
-two padded with zero bytes to the longest file. A dataset of one of these types, one value per row, whose
-first value starts like an image is read a block of rows at a time; each row goes to the image checks as an
-``EncodedImage``, as an LMDB record of encoded images does. Numbers stay with the numeric reader.
+Encoded images are the bytes of one JPEG, PNG ... file per row, in one of three layouts: variable-length bytes
+(``h5py.vlen_dtype(np.uint8)``, each row its file's length), opaque bytes of one size (``np.void``, HDF5's
+OPAQUE class) and fixed-length byte strings (``S``), the last two padded with zero bytes to the longest file. A
+dataset of one of these types, one value per row, whose first value starts like an image is read a block of
+rows at a time; each row goes to the image checks as an ``EncodedImage``, as an LMDB record of encoded images
+does.
+
+Other values (text, opaque blobs, variable-length numbers, references) are not judged, but a loader that reads
+them fails on a damaged chunk as it does on numbers: they are read through, and a block HDF5 cannot read is
+``corrupt-chunk`` for its rows.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from ..records.image import image_format
 ROWS_SAMPLED = 8
 """Variable-length rows whose sizes plan the shards and blocks (the first ones: a row's size is known only
 once it is read)."""
+
+SIZE_UNKNOWN = 1 << 16
+"""Bytes a variable-length value is taken to hold when the first rows cannot be read."""
 
 
 def bytes_type(dtype: np.dtype[Any]) -> bool:
@@ -49,17 +57,18 @@ def one_per_row(shape: tuple[int, ...] | None) -> bool:
 
 
 def row_size(ds: h5py.Dataset) -> int:
-    """Bytes per row, for sizing shards and blocks: the item size of fixed-size values, the largest of the first
-    ``ROWS_SAMPLED`` variable-length ones (a guess: a block holds whole rows, and larger rows later make it
-    larger)."""
-    if ds.dtype.kind in "SV":
-        return int(ds.dtype.itemsize)
+    """Bytes per row, for sizing shards and blocks: from the item size of fixed-size values; for values h5py
+    hands over as objects (variable-length ones, text, references), the largest of the first ``ROWS_SAMPLED``
+    rows (a guess: a block holds whole rows, and larger rows later make it larger)."""
+    per_row = math.prod(ds.shape[1:]) if ds.shape else 1
+    if ds.dtype.kind != "O":
+        return max(1, per_row * int(ds.dtype.itemsize))
     try:
         first = ds[()] if not ds.shape else ds[: min(ROWS_SAMPLED, ds.shape[0])]
-    except Exception:
-        return 1 << 16
-    values = [first] if not ds.shape else list(np.asarray(first).reshape(-1))
-    return max(1, max((len(v) for v in values), default=1))
+    except Exception:  # damage: the reader reports it; the guess only sizes blocks
+        return per_row * SIZE_UNKNOWN
+    values = [first] if not ds.shape else list(np.asarray(first, dtype=object).reshape(-1))
+    return max(1, per_row * max((len(v) if hasattr(v, "__len__") else 8 for v in values), default=1))
 
 
 def row_values(block: Any, dtype: np.dtype[Any]) -> list[bytes | memoryview]:

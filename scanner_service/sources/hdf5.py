@@ -264,6 +264,8 @@ class _Dataset(Rows):
     row (its ``shape`` is then (rows,)), or ``through``, read for damage only; '' for numbers."""
     value_bytes: int = 0
     """Bytes per row of such a dataset, as ``row_size`` measures them."""
+    labelled_by: str = ""
+    """For encoded images: the path of the label dataset beside them, one class id per image (``image_labels``)."""
 
     @property
     def row_bytes(self) -> int:
@@ -479,6 +481,28 @@ def chunk_places(ds: h5py.Dataset) -> tuple[str | None, list[tuple[int, int]]] |
 
 
 NEVER_WRITTEN_SHOWN = 3
+
+
+def image_labels(datasets: list[_Dataset]) -> None:
+    """Give each dataset of encoded images its label dataset: in its group, as long, one integer class id a row,
+    of its split when the group holds several (``X_train`` with ``y_train``); none when that leaves more than one."""
+    for images in (d for d in datasets if d.read_as == "images" and d.shape):
+        group, split = images.name.rsplit("/", 1)[0], split_of(images.name)
+        labels = [
+            d
+            for d in datasets
+            if d.is_label
+            and not d.onehot
+            and d.role is None
+            and d.field is None
+            and d.dtype.kind in "iu"
+            and d.shape in ((images.rows,), (images.rows, 1))
+            and d.name.rsplit("/", 1)[0] == group
+        ]
+        if len(labels) > 1:
+            labels = [d for d in labels if split_of(d.name) == split]
+        if len(labels) == 1:
+            images.labelled_by = labels[0].path or labels[0].name
 
 
 def _plain_storage(ds: h5py.Dataset, shape: tuple[int, ...]) -> bool:
@@ -823,6 +847,7 @@ class Hdf5Source(Source):
             if ds.role is not None:
                 ds.is_label, ds.onehot = ds.role.labels, False
         self._roles.extend(roles_text(rel, roles))
+        image_labels(datasets)
         self._check_lengths([d for d in datasets if d.role is None], rel, line, partial)
         segments: list[dict[str, Any]] = []
         for ds in [*datasets, *through]:
@@ -1236,6 +1261,7 @@ class Hdf5Source(Source):
                     **({"onehot": True} if ds.onehot else {}),
                     **({"row_vector": True} if ds.row_vector else {}),
                     **({"read_as": ds.read_as} if ds.read_as else {}),
+                    **({"labelled_by": ds.labelled_by} if ds.labelled_by else {}),
                     **({"stream": stream} if stream is not None else {}),
                 }
             )
@@ -1499,12 +1525,29 @@ class _SegmentReader:
     def _image_items(self, block: np.ndarray[Any, Any], start: int) -> list[EncodedImage]:
         padded = self.ds.dtype.kind in "SV"  # fixed-size values: zero bytes fill each to the longest
         at = self.locate(start)
+        labels = self._image_labels(start, len(block))
         return [
             EncodedImage(
-                data=b"" if padded and blank(value) else value, location=at(i), nbytes=len(value), padded=padded
+                data=b"" if padded and blank(value) else value,
+                location=at(i),
+                label=labels[i] if labels else None,
+                nbytes=len(value),
+                padded=padded,
             )
             for i, value in enumerate(row_values(block, self.ds.dtype))
         ]
+
+    def _image_labels(self, start: int, n: int) -> list[int] | None:
+        """The class ids of images start..start+n from their label dataset (duplicate-image tells copies under two
+        labels by them); None without one, or when it cannot be read (its own reader reports that)."""
+        path = self.seg.get("labelled_by")
+        if not path:
+            return None
+        try:
+            values = np.asarray(self.ds.file[h5_key(path)][start : start + n]).reshape(-1)
+        except (OSError, RuntimeError, ValueError, KeyError, TypeError):
+            return None
+        return [int(v) for v in values] if len(values) == n else None
 
     # numeric data --------------------------------------------------------------------------------
 

@@ -191,3 +191,23 @@ def test_an_image_that_crashes_the_reader_costs_its_row_only(monkeypatch: pytest
         == "reading or decoding this image crashed the reader: the reader process was killed by SIGSEGV"
     )
     assert merged.items == 24  # every row counted: the images (one reported as a crash) and the labels
+
+
+def test_copies_of_an_image_under_two_labels_of_the_dataset_beside_are_a_label_conflict(tmp_path: Path) -> None:
+    """The class ids of the label dataset beside the images (of their split, when a group holds several) go
+    with each image: a copy under another class is a label conflict, one under the same class a plain copy."""
+    rng = np.random.default_rng(8)
+    images = [jpeg(rng) for _ in range(12)]
+    images[9], images[10] = images[2], images[5]
+    path = tmp_path / "split.h5"
+    with h5py.File(path, "w") as fh:
+        ds = fh.create_dataset("X_train", (12,), dtype=h5py.vlen_dtype(np.uint8))
+        for i, b in enumerate(images):
+            ds[i] = np.frombuffer(b, np.uint8)
+        fh["y_train"] = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 1, 2, 0])  # row 9 (a copy of row 2): 1, not 2
+        fh["y_test"] = np.arange(12) % 2  # as long, another split's
+    found = finding(run_scan(path), "I013")
+    assert [(loc.index, loc.detail) for loc in found.locations] == [
+        (2, "2 identical copies: also split.h5:/X_train[9]; label conflict: labels 1, 2"),
+        (5, "2 identical copies: also split.h5:/X_train[10]"),
+    ]

@@ -43,7 +43,16 @@ from ..text import printable
 from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segments, segment_shard, shard_rows
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
-from .hdf5_nonnumeric import blank, bytes_type, first_image, one_per_row, row_size, row_values
+from .hdf5_nonnumeric import (
+    IMAGE_MIN_BYTES,
+    blank,
+    bytes_type,
+    file_image,
+    first_image,
+    one_per_row,
+    row_size,
+    row_values,
+)
 from .hdf5_roles import SHOWN as ROLES_SHOWN
 from .hdf5_roles import Gap, Role, find_roles, member_gaps, role_meta, roles_text
 from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
@@ -260,8 +269,9 @@ class _Dataset(Rows):
     """Labels that HDF5 holds as a 1×N row (a MATLAB column vector): ``shape`` is (N,), read along the second
     axis, one label per sample."""
     read_as: str = ""
-    """How a dataset whose values are no numbers is read (``hdf5_nonnumeric``): ``images``, encoded images one a
-    row (its ``shape`` is then (rows,)), or ``through``, read for damage only; '' for numbers."""
+    """How a dataset of encoded images or of values that are no numbers is read (``hdf5_nonnumeric``): ``images``,
+    one a row (its ``shape`` is then (rows,)); ``image``, a 1-D array of bytes that is one image (its ``shape`` is
+    then ()); ``through``, read for damage only; '' for numbers."""
     value_bytes: int = 0
     """Bytes per row of such a dataset, as ``row_size`` measures them."""
     labelled_by: str = ""
@@ -835,7 +845,7 @@ class Hdf5Source(Source):
                 if fh.userblock_size and is_matlab(path):
                     self._matlab.append(rel)
                     matlab_row_labels(datasets, self.config.labels)
-                roles = find_roles(datasets, self.config.labels)
+                roles = find_roles([d for d in datasets if not d.read_as], self.config.labels)
                 gaps = [gap for gap in member_gaps(datasets, roles) if _lacks(fh, gap)]
         except (OSError, RuntimeError, ValueError, KeyError) as exc:
             partial.add("S001", where.model_copy(update={"detail": f"not a readable HDF5 file: {exc}"}))
@@ -991,6 +1001,16 @@ class Hdf5Source(Source):
                 return
             if dtype.kind not in "fiu":
                 return
+            if (
+                len(shape) == 1
+                and dtype.itemsize == 1
+                and not is_label_name(shown, self.config.labels)
+                and file_image(obj)
+            ):
+                whole = _Dataset(shown, (), dtype, None, False, where, read_as="image")  # a file's bytes
+                whole.value_bytes = shape[0]
+                found.append(whole)
+                return
             is_label = (
                 is_label_name(shown, self.config.labels)
                 and (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1) or file_label(shown, shape))
@@ -1090,6 +1110,8 @@ class Hdf5Source(Source):
         shape: tuple[int, ...] = space.shape
         if (len(shape) in (1, 2) or file_label(full, shape)) and is_label_name(full, labels):
             return None  # labels (class ids, one-hot rows), maybe: the general walk decides
+        if len(shape) == 1 and dtype.itemsize == 1 and shape[0] >= IMAGE_MIN_BYTES:
+            return None  # an image file's bytes, maybe: the general walk decides
         spec = small_spec(dsid, shape, dtype)
         if spec is None:
             return None
@@ -1291,9 +1313,10 @@ class Hdf5Source(Source):
 
     def crash_finding(self, shard: Shard, reason: str) -> tuple[str, Location]:
         seg = shard.spec["segments"][0]
-        if seg.get("read_as") == "images" and seg["stop"] - seg["start"] == 1:
+        if seg.get("read_as") in ("images", "image") and seg["stop"] - seg["start"] == 1:
             why = reason if stalled(reason) else f"reading or decoding this image crashed the reader: {reason}"
-            place = Location(path=seg["file"], line=seg["line"], dataset=seg["dataset"], index=seg["start"])
+            index = seg["start"] if seg["read_as"] == "images" else None
+            place = Location(path=seg["file"], line=seg["line"], dataset=seg["dataset"], index=index)
             return "I003", place.model_copy(update={"detail": why})
         rows = _rows_text(seg["start"], seg["stop"])
         if _one_chunk(seg) and seg.get("chunk_rows", 1) > 1:
@@ -1447,6 +1470,9 @@ class _SegmentReader:
         if self.seg.get("read_as") == "images":
             yield from self._images()
             return
+        if self.seg.get("read_as") == "image":
+            yield from self._file_image()
+            return
         if self.seg.get("read_as") == "through":
             yield from self._through()
             return
@@ -1493,6 +1519,17 @@ class _SegmentReader:
         """Encoded images, one a row: each row's bytes go to the image checks."""
         for items in self._value_blocks(self._image_items):
             yield from items
+
+    def _file_image(self) -> Iterator[Any]:
+        """A 1-D dataset of bytes that is one encoded image file (``np.frombuffer(f.read(), np.uint8)``)."""
+        where = Location(path=self.rel, line=self.seg["line"], dataset=self.name)
+        try:
+            data = np.asarray(self.ds[()]).tobytes()
+        except (OSError, RuntimeError, ValueError) as exc:
+            reason = str(exc).strip() or type(exc).__name__
+            yield ReadFailure("S002", where.model_copy(update={"detail": f"unreadable: {reason}"}), items=1)
+            return
+        yield EncodedImage(data=data, location=where, nbytes=len(data))
 
     def _through(self) -> Iterator[Any]:
         """Values read for damage only: nothing judges them, the rows count as read."""

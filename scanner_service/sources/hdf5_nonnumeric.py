@@ -5,7 +5,8 @@ Encoded images are the bytes of one JPEG, PNG ... file per row, in one of three 
 OPAQUE class) and fixed-length byte strings (``S``), the last two padded with zero bytes to the longest file. A
 dataset of one of these types, one value per row, whose first value starts like an image is read a block of
 rows at a time; each row goes to the image checks as an ``EncodedImage``, as an LMDB record of encoded images
-does.
+does. So is a 1-D ``uint8`` dataset that is one image file's bytes (``np.frombuffer(f.read(), np.uint8)``, a
+dataset per image).
 
 Other values (text, opaque blobs, variable-length numbers, references) are not judged, but a loader that reads
 them fails on a damaged chunk as it does on numbers: they are read through, and a block HDF5 cannot read is
@@ -25,6 +26,9 @@ from ..records.image import image_format
 ROWS_SAMPLED = 8
 """Variable-length rows whose sizes plan the shards and blocks (the first ones: a row's size is known only
 once it is read)."""
+
+IMAGE_MIN_BYTES = 16
+"""The first bytes of a 1-D array of bytes looked at for an image's signature (and its least length)."""
 
 SIZE_UNKNOWN = 1 << 16
 """Bytes a variable-length value is taken to hold when the first rows cannot be read."""
@@ -49,6 +53,22 @@ def first_image(ds: h5py.Dataset) -> str | None:
     except Exception:  # a damaged chunk, a damaged heap: the reader would name no image anyway
         return None
     return image_format(first.tobytes() if isinstance(first, np.ndarray | np.void) else bytes(first))
+
+
+def file_image(ds: h5py.Dataset) -> bool:
+    """Whether a 1-D dataset of bytes is one image file (``np.frombuffer(f.read(), np.uint8)``): it starts with a
+    format's signature, one that numbers do not start with by chance (a BMP's two letters only when the file size
+    after them is the dataset's length)."""
+    if ds.shape[0] < IMAGE_MIN_BYTES:
+        return False
+    try:
+        head = np.asarray(ds[:IMAGE_MIN_BYTES]).tobytes()
+    except Exception:  # a damaged chunk: read as numbers, the reader reports it
+        return False
+    kind = image_format(head)
+    if kind == "bmp":
+        return int.from_bytes(head[2:6], "little") == int(ds.shape[0])
+    return kind is not None
 
 
 def one_per_row(shape: tuple[int, ...] | None) -> bool:

@@ -211,3 +211,23 @@ def test_copies_of_an_image_under_two_labels_of_the_dataset_beside_are_a_label_c
         (2, "2 identical copies: also split.h5:/X_train[9]; label conflict: labels 1, 2"),
         (5, "2 identical copies: also split.h5:/X_train[10]"),
     ]
+
+
+def test_a_dataset_per_image_of_its_file_bytes_is_judged_as_that_image(tmp_path: Path) -> None:
+    """``fh[name] = np.frombuffer(open(p, 'rb').read(), np.uint8)``, one dataset per image file (in groups per
+    sample, or named by file): each is one image at its dataset, not a run of numbers; numbers stay numbers."""
+    rng = np.random.default_rng(9)
+    path = tmp_path / "files.h5"
+    with h5py.File(path, "w") as fh:
+        for i in range(6):
+            data = jpeg(rng) if i != 2 else jpeg(rng)[:700]
+            fh[f"train/{i:03d}.jpg"] = np.frombuffer(data, np.uint8)
+            fh[f"samples/{i}/image"] = np.frombuffer(png(rng) if i != 4 else b"\x89PNG\r\n\x1a\n" + bytes(40), np.uint8)
+            fh[f"samples/{i}/label"] = i % 2
+        fh["tokens"] = np.arange(300, dtype=np.uint8)  # numbers, whatever their type
+        fh["bm"] = np.frombuffer(b"BM" + bytes(98), np.uint8)  # 'BM' without its size: numbers (no I003 here)
+    report = run_scan(path)
+    bad = finding(report, "I003")
+    assert [(loc.dataset, loc.index) for loc in bad.locations] == [("/samples/4/image", None), ("/train/002.jpg", None)]
+    assert not any(f.code.startswith("I") and f.code != "I003" for f in report.findings), report.findings
+    assert report.info["decoder.jpeg"] and report.info["decoder.png"]

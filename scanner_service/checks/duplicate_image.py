@@ -20,6 +20,7 @@ from ..items import EncodedImage
 from ..location import Location
 from ..severity import Severity
 from .base import Check
+from .image_prepass import own_length
 
 CHECK = Check(
     code="I013",
@@ -49,7 +50,8 @@ SHOWN = 5
 def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
     if verdict.format is None or verdict.empty:
         return
-    digest = item.digest or xxhash.xxh3_64_hexdigest(item.data)
+    data = item.data[: own_length(item, verdict)] if item.padded else item.data  # the same image in any slot
+    digest = item.digest or xxhash.xxh3_64_hexdigest(data)
     key = digest if item.split is None else f"{digest}@{item.split}"  # no per-file copy of the location
     if item.label is not None:
         key += f":{item.label}"

@@ -20,6 +20,16 @@ def detail(item: EncodedImage, text: str) -> Location:
     return item.location.model_copy(update={"detail": text})
 
 
+def own_length(item: EncodedImage, verdict: Verdict) -> int:
+    """The item's bytes that are the image's own: all of them, but for the zero bytes that pad a fixed-size slot
+    after the image's end (``EncodedImage.padded``)."""
+    size = len(item.data)
+    if not item.padded or not verdict.trailing:
+        return size
+    tail = bytes(item.data[size - verdict.trailing :])
+    return size - len(tail) + len(tail.rstrip(b"\0"))
+
+
 def inspect_item(item: EncodedImage, ctx: ScanContext) -> Verdict:
     verdict = item.verdict or inspect_image(item.data, item.name, ctx.config.max_pixels)
     entry = decoder_entry(verdict)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from ..context import ScanContext
 from ..imaging import Verdict
-from ..imaging.sniff import ZERO_PADDING
 from ..items import EncodedImage
 from ..severity import Severity
 from .base import Check
-from .image_prepass import detail
+from .image_prepass import detail, own_length
 
 CHECK = Check(
     code="I006",
@@ -29,8 +28,9 @@ CHECK = Check(
 
 
 def on_image(item: EncodedImage, verdict: Verdict, ctx: ScanContext) -> None:
-    if verdict.trailing and verdict.usable and not (item.padded and verdict.trailing_what == ZERO_PADDING):
+    extra = verdict.trailing - (len(item.data) - own_length(item, verdict))  # (a slot's zero padding is none)
+    if extra > 0 and verdict.usable:
         ctx.emit(
             CHECK.code,
-            detail(item, f"{verdict.trailing:,} bytes after the end of the image: {verdict.trailing_what}"),
+            detail(item, f"{extra:,} bytes after the end of the image: {verdict.trailing_what}"),
         )

@@ -350,10 +350,6 @@ def claimed_format(name: str) -> str | None:
     return FORMAT_BY_EXTENSION.get(name[dot:].lower())
 
 
-ZERO_PADDING = "zero bytes (padding)"
-"""What trailing bytes that are all zero are."""
-
-
 def trailing_kind(rest: bytes | memoryview) -> str:
     """What the bytes after an image's end marker are: another image, zero padding, other content dscan
     recognises (a ZIP archive: a hidden payload?), or unknown data."""
@@ -365,6 +361,6 @@ def trailing_kind(rest: bytes | memoryview) -> str:
     if bytes(rest[-4:]) == b"SEFT":
         return "Samsung camera metadata (an SEFH/SEFT trailer)"
     if not bytes(rest).strip(b"\x00"):
-        return ZERO_PADDING
+        return "zero bytes (padding)"
     what, certain = content(rest[:512])
     return what if certain else "unknown data"

@@ -44,14 +44,18 @@ from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segmen
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
 from .hdf5_nonnumeric import (
+    IMAGE_BLOCK_ROWS,
     IMAGE_MIN_BYTES,
+    VALUE_BLOCK_ROWS,
     blank,
     bytes_type,
     file_image,
-    first_image,
+    holds_images,
     one_per_row,
     row_size,
     row_values,
+    sampled_rows,
+    value_size,
 )
 from .hdf5_roles import SHOWN as ROLES_SHOWN
 from .hdf5_roles import Gap, Role, find_roles, member_gaps, role_meta, roles_text
@@ -515,6 +519,54 @@ def image_labels(datasets: list[_Dataset]) -> None:
             images.labelled_by = labels[0].path or labels[0].name
 
 
+SIBLINGS = ((2, 1), (4, 5))
+"""When datasets of one image each make the others alike by place images too: at least this many images, that
+many times as many as the others. Alike are those of one name in other samples' groups (``/000123/image``: a
+simple majority), then those of one group (``/train/0042.jpg``: five to one)."""
+
+
+def images_by_siblings(found: list[_Dataset]) -> list[_Dataset]:
+    """Read as an image a dataset that could hold one (bytes, one value; a 1-D array of bytes) where its
+    siblings are images (``SIBLINGS``), whatever its own first bytes: an error page saved in one sample's place
+    is then not-an-image, not text or numbers. Returns those made images."""
+
+    def image(d: _Dataset) -> bool:
+        return d.read_as == "image" or (d.read_as == "images" and d.rows == 1)
+
+    def could_be(d: _Dataset) -> bool:
+        if d.is_label or d.field is not None or d.role is not None:
+            return False
+        if d.read_as == "through":
+            return bytes_type(d.dtype) and math.prod(d.shape) == 1
+        return not d.read_as and d.dtype.kind in "iu" and d.dtype.itemsize == 1 and len(d.shape) == 1
+
+    def by_name(d: _Dataset) -> Any:
+        return d.name.rsplit("/", 2)[0], d.name.rsplit("/", 1)[1]
+
+    def by_group(d: _Dataset) -> Any:
+        return d.name.rsplit("/", 1)[0]
+
+    made: list[_Dataset] = []
+    for place, (least, times) in zip((by_name, by_group), SIBLINGS, strict=True):
+        alike: dict[Any, list[_Dataset]] = {}
+        for d in found:
+            if image(d) or could_be(d):
+                alike.setdefault(place(d), []).append(d)
+        for members in alike.values():
+            images = sum(map(image, members))
+            if images < least or (len(members) - images) * times > images:
+                continue
+            for d in members:
+                if image(d):
+                    continue
+                if d.read_as == "through":
+                    d.read_as, d.shape = "images", (1,)
+                else:  # a 1-D array of bytes: one image file's
+                    d.read_as, d.value_bytes, d.shape, d.small, d.chunks = "image", d.shape[0], (), None, None
+                made.append(d)
+    return made
+
+
 def _plain_storage(ds: h5py.Dataset, shape: tuple[int, ...]) -> bool:
     """Whether a dataset read for damage only is read so: values, in the file's own chunks or contiguous space
     (virtual and external storage are checked for the numbers they hold)."""
@@ -839,6 +891,8 @@ class Hdf5Source(Source):
                     )
                     partial.add("S001", where.model_copy(update={"detail": detail}))
                 found = self._walk(fh, path, rel, line, partial)
+                for d in images_by_siblings(found):  # (no longer a dataset not scanned)
+                    self._unscanned = [u for u in self._unscanned if not u.startswith(f"{rel}:{d.name} (")]
                 through = [d for d in found if d.read_as == "through"]  # no samples: read for damage only
                 datasets = [d for d in found if d.read_as != "through"]
                 self._coordinates.extend(coordinates(fh, datasets, rel, self.config.labels))
@@ -929,9 +983,14 @@ class Hdf5Source(Source):
                     not_scanned.append(f"{rel}:{shown}{field_text(f)} ({unscanned})")
             array = dtype.subdtype is not None and dtype.subdtype[0].kind in "fiu"  # ('f4', (4,)) elements
             shape = tuple(int(n) for n in obj.shape) if obj.shape is not None else None
-            if dtype.kind == "b" and shape and len(shape) <= 2 and shape[1:] in ((), (1,)):
-                if is_label_name(shown, self.config.labels):  # binary labels stored as HDF5 booleans
-                    found.append(_Dataset(shown, shape, dtype, obj.chunks, True, where))
+            if (
+                dtype.kind == "b"
+                and shape
+                and len(shape) <= 2
+                and shape[1:] in ((), (1,))
+                and is_label_name(shown, self.config.labels)
+            ):  # binary labels stored as HDF5 booleans (other booleans are read through, below)
+                found.append(_Dataset(shown, shape, dtype, obj.chunks, True, where))
                 return
             if dtype.kind == "b" and shape and is_onehot_shape(shape) and is_label_name(shown, self.config.labels):
                 found.append(_Dataset(shown, shape, dtype, obj.chunks, True, where, onehot=True))  # one-hot booleans
@@ -939,12 +998,17 @@ class Hdf5Source(Source):
             if dtype.kind == "c" and dtype.itemsize in (8, 16) and shape is not None and math.prod(shape):
                 found.append(_Dataset(shown, (*(shape or (1,)), 2), complex_parts(dtype), None, False, where))
                 return
-            if bytes_type(dtype) and one_per_row(shape) and first_image(obj) is not None:
-                rows = (shape or (1,))[:1]  # encoded images, one a row: judged by the image checks
-                found.append(
-                    _Dataset(shown, rows, dtype, obj.chunks, False, where, read_as="images", value_bytes=row_size(obj))
-                )
-                return
+            sample = None
+            if bytes_type(dtype) and one_per_row(shape):
+                _register_filters(obj)  # (hdf5plugin's, before a value is read)
+                sample = sampled_rows(obj)
+                if holds_images(sample):  # encoded images, one a row: judged by the image checks
+                    rows = (shape or (1,))[:1]
+                    size = row_size(obj, sample)
+                    found.append(
+                        _Dataset(shown, rows, dtype, obj.chunks, False, where, read_as="images", value_bytes=size)
+                    )
+                    return
             if dtype.kind not in "fiu" and not numeric_fields and not array:
                 unscanned = _unscanned_kind(dtype)
                 if unscanned is None and dtype.kind == "V" and not dtype.names and dtype.subdtype is None:
@@ -960,7 +1024,7 @@ class Hdf5Source(Source):
                     and self._filters_available(obj, rel, line, shown, partial)
                 ):
                     through = _Dataset(shown, shape, dtype, obj.chunks, False, where, read_as="through")
-                    through.value_bytes = row_size(obj)
+                    through.value_bytes = row_size(obj, sample)
                     found.append(through)
                 return
             if not self._filters_available(obj, rel, line, shown, partial):
@@ -1540,17 +1604,25 @@ class _SegmentReader:
         """The segment's rows a block at a time, as ``emit(block, first row)`` makes them items. A block that
         fails is read again chunk row by chunk row: a damaged chunk is ``corrupt-chunk`` for its rows."""
         start, stop = self.seg["start"], self.seg["stop"]
-        per_row = self.seg["bytes"] // max(1, stop - start)
-        step = block_rows(per_row, self.block_bytes, self.ds.chunks[0] if self.ds.chunks else 1)
-        for r in range(start, stop, step):
-            n = min(step, stop - r)
+        per_row = self.seg["bytes"] // max(1, stop - start)  # (planned from sampled rows, for variable ones)
+        variable = self.ds.dtype.kind == "O"  # sizes known once read: blocks of few rows, the largest seen
+        most = (IMAGE_BLOCK_ROWS if self.seg.get("read_as") == "images" else VALUE_BLOCK_ROWS) if variable else stop
+        values_per_row = math.prod(self.ds.shape[1:]) if self.ds.shape else 1
+        chunk_rows = self.ds.chunks[0] if self.ds.chunks else 1
+        r = start
+        while r < stop:
+            n = min(most, stop - r, block_rows(per_row, self.block_bytes, 1 if variable else chunk_rows))
             try:
                 block = self._value_rows(r, r + n)
             except (OSError, RuntimeError, ValueError) as exc:
                 for item in self._isolate_rows(r, r + n, self._value_rows, emit, exc):
                     yield [item] if isinstance(item, ReadFailure) else item
+                r += n
                 continue
+            if variable:
+                per_row = max(per_row, values_per_row * max(map(value_size, block.reshape(-1)), default=1))
             yield emit(block, r)
+            r += n
 
     def _value_rows(self, a: int, b: int) -> np.ndarray[Any, Any]:
         if self.ds.shape:

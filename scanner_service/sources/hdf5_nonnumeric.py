@@ -24,14 +24,21 @@ import numpy as np
 from ..records.image import image_format
 
 ROWS_SAMPLED = 8
-"""Variable-length rows whose sizes plan the shards and blocks (the first ones: a row's size is known only
-once it is read)."""
+"""Rows looked at to tell whether a dataset of bytes holds images, and how large variable-length rows are:
+spread over the dataset, so that an error page in the first row or a damaged first chunk decides nothing."""
 
 IMAGE_MIN_BYTES = 16
 """The first bytes of a 1-D array of bytes looked at for an image's signature (and its least length)."""
 
 SIZE_UNKNOWN = 1 << 16
-"""Bytes a variable-length value is taken to hold when the first rows cannot be read."""
+"""Bytes a variable-length value is taken to hold when no sampled row can be read."""
+
+IMAGE_BLOCK_ROWS = 16
+"""Variable-length images read at a time: their sizes are known only once read, so a block holds at most this
+many (memory stays within that many of the largest images, however small the sampled ones were)."""
+
+VALUE_BLOCK_ROWS = 1024
+"""Variable-length values read through at a time, at most."""
 
 
 def bytes_type(dtype: np.dtype[Any]) -> bool:
@@ -45,30 +52,52 @@ def bytes_type(dtype: np.dtype[Any]) -> bool:
     return base is not None and np.dtype(base).kind in "iu" and np.dtype(base).itemsize == 1
 
 
-def first_image(ds: h5py.Dataset) -> str | None:
-    """The format (``jpeg``, ``png`` ...) that the first value of a dataset of bytes starts like, else None (a
-    first value HDF5 cannot read included: the dataset is then only named as not scanned)."""
-    try:
-        first = ds[(0,) * ds.ndim]
-    except Exception:  # a damaged chunk, a damaged heap: the reader would name no image anyway
-        return None
-    return image_format(first.tobytes() if isinstance(first, np.ndarray | np.void) else bytes(first))
+def sampled_rows(ds: h5py.Dataset) -> list[Any]:
+    """Up to ``ROWS_SAMPLED`` values of ``ds`` as h5py hands them over, the first value of rows spread evenly from
+    the first; rows HDF5 cannot read are left out (the reader reports them)."""
+    rows = int(ds.shape[0]) if ds.shape else 1
+    out = []
+    for i in sorted({k * rows // ROWS_SAMPLED for k in range(min(rows, ROWS_SAMPLED))}):
+        try:
+            out.append(ds[()] if not ds.shape else ds[(i,) + (0,) * (ds.ndim - 1)])
+        except Exception:  # a damaged chunk or heap
+            continue
+    return out
+
+
+def _as_bytes(value: Any) -> bytes:
+    return value.tobytes() if isinstance(value, np.ndarray | np.generic) else bytes(value)
+
+
+def image_kind(head: bytes, length: int, filled: int) -> str | None:
+    """The format a value of ``length`` bytes that starts with ``head`` is, by a signature other data does not
+    start with by chance; ``filled``: its bytes before any zero padding. A BMP's two letters count only when
+    the file size after them lies between the two."""
+    kind = image_format(head)
+    if kind != "bmp":
+        return kind
+    return kind if len(head) >= 6 and filled <= int.from_bytes(head[2:6], "little") <= length else None
+
+
+def holds_images(sample: list[Any]) -> bool:
+    """Whether the sampled values of a dataset of bytes are encoded images: at least half of those that hold
+    bytes start like one (an error page or an empty row among them does not decide)."""
+    filled = [v for v in map(_as_bytes, sample) if not blank(v)]
+    found = sum(image_kind(v[:IMAGE_MIN_BYTES], len(v), len(v.rstrip(b"\0"))) is not None for v in filled)
+    return found > 0 and 2 * found >= len(filled)
 
 
 def file_image(ds: h5py.Dataset) -> bool:
     """Whether a 1-D dataset of bytes is one image file (``np.frombuffer(f.read(), np.uint8)``): it starts with a
-    format's signature, one that numbers do not start with by chance (a BMP's two letters only when the file size
-    after them is the dataset's length)."""
-    if ds.shape[0] < IMAGE_MIN_BYTES:
+    format's signature (``image_kind``)."""
+    length = int(ds.shape[0])
+    if length < IMAGE_MIN_BYTES:
         return False
     try:
         head = np.asarray(ds[:IMAGE_MIN_BYTES]).tobytes()
     except Exception:  # a damaged chunk: read as numbers, the reader reports it
         return False
-    kind = image_format(head)
-    if kind == "bmp":
-        return int.from_bytes(head[2:6], "little") == int(ds.shape[0])
-    return kind is not None
+    return image_kind(head, length, length) is not None
 
 
 def one_per_row(shape: tuple[int, ...] | None) -> bool:
@@ -76,19 +105,24 @@ def one_per_row(shape: tuple[int, ...] | None) -> bool:
     return shape is not None and math.prod(shape[1:]) == 1
 
 
-def row_size(ds: h5py.Dataset) -> int:
+def row_size(ds: h5py.Dataset, sample: list[Any] | None = None) -> int:
     """Bytes per row, for sizing shards and blocks: from the item size of fixed-size values; for values h5py
-    hands over as objects (variable-length ones, text, references), the largest of the first ``ROWS_SAMPLED``
-    rows (a guess: a block holds whole rows, and larger rows later make it larger)."""
+    hands over as objects (variable-length ones, text, references), the largest of the sampled rows (a guess:
+    the reader learns the sizes as it reads)."""
     per_row = math.prod(ds.shape[1:]) if ds.shape else 1
     if ds.dtype.kind != "O":
         return max(1, per_row * int(ds.dtype.itemsize))
-    try:
-        first = ds[()] if not ds.shape else ds[: min(ROWS_SAMPLED, ds.shape[0])]
-    except Exception:  # damage: the reader reports it; the guess only sizes blocks
+    values = sampled_rows(ds) if sample is None else sample
+    if not values:
         return per_row * SIZE_UNKNOWN
-    values = [first] if not ds.shape else list(np.asarray(first, dtype=object).reshape(-1))
-    return max(1, per_row * max((len(v) if hasattr(v, "__len__") else 8 for v in values), default=1))
+    return max(1, per_row * max(value_size(v) for v in values))
+
+
+def value_size(value: Any) -> int:
+    """Bytes of one value h5py hands over as an object (an array, bytes, text; 8 for a reference)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    return len(value) if hasattr(value, "__len__") else 8
 
 
 def row_values(block: Any, dtype: np.dtype[Any]) -> list[bytes | memoryview]:
@@ -103,5 +137,6 @@ def row_values(block: Any, dtype: np.dtype[Any]) -> list[bytes | memoryview]:
 
 
 def blank(value: bytes | memoryview) -> bool:
-    """Whether a fixed-size value is zero bytes only: a slot no image was written to (it reads as empty)."""
+    """Whether a value is zero bytes only (none included): in a fixed-size slot, one no image was written to
+    (it reads as empty)."""
     return not bytes(value[:16]).strip(b"\0") and not bytes(value).strip(b"\0")

@@ -57,3 +57,10 @@ def test_class_names_as_text_are_no_samples_beside_the_labels(tmp_path: Path) ->
     report = run_scan(tmp_path / "d.h5")
     assert not report.findings
     assert report.summary.items_scanned == 200 + 200 + 150 + 1
+
+
+def test_a_damaged_chunk_of_a_boolean_column_is_found(tmp_path: Path) -> None:
+    """Booleans not named as labels (a ``valid`` mask) are read through as the other unjudged values are."""
+    path = _beside_data(tmp_path / "flags.h5", "valid", np.arange(200) % 3 > 0)
+    corrupt_chunk(path, "/valid", (100,))
+    assert [(loc.dataset, loc.index) for loc in finding(run_scan(path), "S002").locations] == [("/valid", 100)]

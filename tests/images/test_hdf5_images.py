@@ -7,6 +7,8 @@ import faulthandler
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -231,3 +233,132 @@ def test_a_dataset_per_image_of_its_file_bytes_is_judged_as_that_image(tmp_path:
     assert [(loc.dataset, loc.index) for loc in bad.locations] == [("/samples/4/image", None), ("/train/002.jpg", None)]
     assert not any(f.code.startswith("I") and f.code != "I003" for f in report.findings), report.findings
     assert report.info["decoder.jpeg"] and report.info["decoder.png"]
+
+
+def _vlen(fh: h5py.File, name: str, rows: list[bytes], **kwargs: Any) -> None:
+    ds = fh.create_dataset(name, (len(rows),), dtype=h5py.vlen_dtype(np.uint8), **kwargs)
+    for i, b in enumerate(rows):
+        ds[i] = np.frombuffer(b, np.uint8)
+
+
+def test_images_compressed_by_a_plugin_filter_are_judged_in_a_fresh_process(tmp_path: Path) -> None:
+    """hdf5plugin's filters are registered before the first value is read: a Zstd-compressed dataset of images
+    was named as not scanned, unless a numeric dataset with a plugin filter came first."""
+    import hdf5plugin
+
+    rng = np.random.default_rng(10)
+    images = [jpeg(rng) for _ in range(12)]
+    images[5] = images[5][:300]
+    path = tmp_path / "zstd.h5"
+    with h5py.File(path, "w") as fh:
+        _vlen(fh, "images", images, chunks=(4,), **hdf5plugin.Zstd())
+    status, report = cli_json(path)
+    assert status == 1
+    bad = next(f for f in report["findings"] if f["code"] == "I003")
+    assert [loc["index"] for loc in bad["locations"]] == [5]
+
+
+def test_an_error_page_or_an_empty_first_row_does_not_hide_the_images(tmp_path: Path) -> None:
+    """Whether a dataset holds images is told from rows spread over it, not from the first alone; a sample's
+    image dataset whose bytes are an error page is one when the same dataset of the other samples is."""
+    rng = np.random.default_rng(11)
+    images = [jpeg(rng) for _ in range(12)]
+    images[7] = images[7][:400]
+    page = b"<html><body>404 Not Found</body></html>"
+    with h5py.File(tmp_path / "first.h5", "w") as fh:
+        _vlen(fh, "empty_first", [b"", *images[1:]])
+        _vlen(fh, "page_first", [page, *images[1:]])
+        fh["padded"] = np.array([np.void(b.ljust(6000, b"\0")) for b in [page, *images[1:]]])
+    report = run_scan(tmp_path / "first.h5")
+    assert [(loc.dataset, loc.index) for loc in finding(report, "I001").locations] == [("/empty_first", 0)]
+    assert [(loc.dataset, loc.index) for loc in finding(report, "I002").locations] == [
+        ("/padded", 0),
+        ("/page_first", 0),
+    ]
+    assert [loc.index for loc in finding(report, "I003").locations] == [7, 7, 7]
+    with h5py.File(tmp_path / "groups.h5", "w") as fh:
+        for i in range(10):
+            fh.create_dataset(f"{i:06d}/image", (), dtype=h5py.vlen_dtype(np.uint8))
+            fh[f"{i:06d}/image"][()] = np.frombuffer(page if i == 6 else images[i], np.uint8)
+            fh[f"{i:06d}/label"] = i % 2
+            fh[f"files/{i:03d}.jpg"] = np.frombuffer(page if i == 3 else jpeg(rng), np.uint8)
+    report = run_scan(tmp_path / "groups.h5")
+    assert [loc.dataset for loc in finding(report, "I002").locations] == ["/000006/image", "/files/003.jpg"]
+    assert "hdf5.not_scanned" not in report.info
+
+
+def test_text_and_blobs_that_start_like_an_image_by_chance_stay_text(tmp_path: Path) -> None:
+    """Two letters (a BMP's ``BM``) or one blob in eight starting like a JPEG make no dataset of images."""
+    blobs = [bytes(np.random.default_rng(i).integers(0, 256, 300, dtype=np.uint8)) for i in range(40)]
+    blobs[0] = b"\xff\xd8\xff" + blobs[0][3:]
+    with h5py.File(tmp_path / "text.h5", "w") as fh:
+        fh["x"] = np.random.default_rng(0).normal(size=(10, 3))
+        fh["make"] = np.array([b"BMW", b"Audi"] * 5)
+        _vlen(fh, "blobs", blobs)
+    report = run_scan(tmp_path / "text.h5")
+    assert not report.findings, report.findings
+
+
+def test_copies_in_slots_of_other_sizes_are_duplicates_and_trailing_data_excludes_the_padding(tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+    train = [jpeg(rng) for _ in range(8)]
+    test = [jpeg(rng, 150, 200), train[3]]
+    train[5] += b"\x01" * 300
+    with h5py.File(tmp_path / "slots.h5", "w") as fh:
+        for name, rows in (("train_images", train), ("test_images", test)):
+            width = max(map(len, rows)) + 5000
+            fh[name] = np.array([np.void(r.ljust(width, b"\0")) for r in rows])
+    report = run_scan(tmp_path / "slots.h5")
+    copies = finding(report, "I013").locations
+    assert [(loc.dataset, loc.index) for loc in copies] == [("/test_images", 1)], copies
+    trailing = finding(report, "I006").locations
+    assert [(loc.index, loc.detail.split(" bytes")[0]) for loc in trailing] == [(5, "300")]
+
+
+def test_a_damaged_first_chunk_costs_its_rows_and_the_later_images_are_judged(tmp_path: Path) -> None:
+    rng = np.random.default_rng(13)
+    images = [jpeg(rng) for _ in range(32)]
+    images[20] = images[20][:500]
+    path = tmp_path / "first_chunk.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset(
+            "images", data=np.array([np.void(b.ljust(9000, b"\0")) for b in images]), chunks=(8,), compression="gzip"
+        )
+    corrupt_chunk(path, "/images", (0,))
+    report = run_scan(path)
+    assert [(loc.index, loc.detail.split(":")[0]) for loc in finding(report, "S002").locations] == [
+        (0, "rows 0-7 unreadable")
+    ]
+    assert [loc.index for loc in finding(report, "I003").locations] == [20]
+
+
+def test_variable_length_images_larger_than_the_sampled_ones_are_read_a_few_at_a_time(tmp_path: Path) -> None:
+    """Blocks of variable-length rows are sized from sampled rows: where those are small and the others 2 MB,
+    one block held the whole dataset. A block now holds at most ``IMAGE_BLOCK_ROWS`` images, and the reader
+    sizes the next ones by the largest it has met. (HDF5 allocates variable-length data itself: the peak is
+    the process's own, in a fresh one.)"""
+    rng = np.random.default_rng(14)
+    big = b"\x89PNG\r\n\x1a\n" + bytes(rng.integers(0, 256, 2 << 20, dtype=np.uint8))  # no valid PNG: I003
+    path, small = tmp_path / "growing.h5", tmp_path / "small.h5"
+    with h5py.File(path, "w") as fh:
+        rows = [jpeg(rng, 16, 16) if i % 6 == 0 else big for i in range(96)]  # rows 0, 12, 24 ... are sampled
+        _vlen(fh, "images", rows, chunks=(16,))
+    with h5py.File(small, "w") as fh:
+        _vlen(fh, "images", [big, jpeg(rng)])
+    code = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from scanner_service import ScanConfig, scan\n"
+        "config = ScanConfig(block_bytes=1 << 20, shard_bytes=1 << 30)\n"
+        "scan(Path(sys.argv[2]), config, workers=0)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "report = scan(Path(sys.argv[1]), config, workers=0)\n"
+        "grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before\n"
+        "print(grew, next(f.count for f in report.findings if f.code == 'I003'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(small)], capture_output=True, text=True, check=True
+    )
+    grew_kb, corrupt = map(int, done.stdout.split())
+    assert corrupt == 80
+    assert grew_kb < 60_000, grew_kb  # 16 rows of 2 MB at most (the whole dataset, 160 MB, in one block before)

@@ -3,9 +3,9 @@
 Encoded images are the bytes of one JPEG, PNG ... file per row, in one of three layouts: variable-length bytes
 (``h5py.vlen_dtype(np.uint8)``, each row its file's length), opaque bytes of one size (``np.void``, HDF5's
 OPAQUE class) and fixed-length byte strings (``S``), the last two padded with zero bytes to the longest file. A
-dataset of one of these types, one value per row, whose first value starts like an image is read a block of
-rows at a time; each row goes to the image checks as an ``EncodedImage``, as an LMDB record of encoded images
-does. So is a 1-D ``uint8`` dataset that is one image file's bytes (``np.frombuffer(f.read(), np.uint8)``, a
+dataset of one of these types, one value per row, most of whose sampled rows start like an image
+(``holds_images``) is read a block of rows at a time; each row goes to the image checks as an ``EncodedImage``,
+as an LMDB record of encoded images does. So is a 1-D ``uint8`` dataset that is one image file's bytes (``np.frombuffer(f.read(), np.uint8)``, a
 dataset per image).
 
 Other values (text, opaque blobs, variable-length numbers, references) are not judged, but a loader that reads

@@ -5,8 +5,8 @@ Encoded images are the bytes of one JPEG, PNG ... file per row, in one of three 
 OPAQUE class) and fixed-length byte strings (``S``), the last two padded with zero bytes to the longest file. A
 dataset of one of these types, one value per row, most of whose sampled rows start like an image
 (``holds_images``) is read a block of rows at a time; each row goes to the image checks as an ``EncodedImage``,
-as an LMDB record of encoded images does. So is a 1-D ``uint8`` dataset that is one image file's bytes (``np.frombuffer(f.read(), np.uint8)``, a
-dataset per image).
+as an LMDB record of encoded images does. So is a 1-D ``uint8`` dataset that is one image file's bytes
+(``np.frombuffer(f.read(), np.uint8)``, a dataset per image), and a dataset among siblings that are images.
 
 Other values (text, opaque blobs, variable-length numbers, references) are not judged, but a loader that reads
 them fails on a damaged chunk as it does on numbers: they are read through, and a block HDF5 cannot read is

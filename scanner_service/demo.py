@@ -5,6 +5,7 @@ Every defect sits at a known place; the tests check that the scan finds each one
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import h5py
@@ -21,6 +22,8 @@ SEEDED = {
     "L005": ("train.h5", "/label", 0),
     "S002": ("damaged.h5", "/data", 64),
     "S001": ("truncated.h5", None, None),
+    "I003": ("photos.h5", "/images", 13),
+    "I006": ("photos.h5", "/images", 29),
 }
 """Code -> (file, dataset, first-axis index) of each seeded defect."""
 
@@ -68,8 +71,29 @@ def build_demo(folder: Path, seed: int = 7) -> Path:
         )
     corrupt_chunk(damaged, "/data", (64, 0))
 
+    with h5py.File(root / "photos.h5", "w") as fh:  # encoded images, one JPEG a row
+        images = fh.create_dataset("images", (40,), dtype=h5py.vlen_dtype(np.uint8))
+        for i in range(40):
+            jpeg = _jpeg(rng)
+            if i == 13:
+                jpeg = jpeg[: len(jpeg) // 2]  # cut short: the decoder fails
+            if i == 29:
+                jpeg += b"PK\x03\x04" + bytes(60)  # an archive glued on after the image's end
+            images[i] = np.frombuffer(jpeg, np.uint8)
+
     truncated = root / "truncated.h5"
     with h5py.File(truncated, "w") as fh:
         fh.create_dataset("data", data=rng.normal(size=(1000, 64)).astype(np.float32))
     truncated.write_bytes(truncated.read_bytes()[:1500])
     return root
+
+
+def _jpeg(rng: np.random.Generator) -> bytes:
+    """A small photo-like JPEG: a colour gradient with noise."""
+    from PIL import Image
+
+    y, x = np.mgrid[0:48, 0:64]
+    base = np.stack([x * 4, y * 5, (x + y) * 2], axis=-1) + rng.integers(0, 40, size=(48, 64, 3))
+    out = io.BytesIO()
+    Image.fromarray(np.clip(base, 0, 255).astype(np.uint8)).save(out, "JPEG", quality=90)
+    return out.getvalue()

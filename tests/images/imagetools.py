@@ -155,3 +155,25 @@ def inspected_with_peak(data: bytes, name: str) -> tuple[Any, int]:
         return verdict, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def pooled_scan(source: Any, path: Path, config: ScanConfig, monkeypatch: Any) -> Any:
+    """Plan ``path`` with the source class ``source`` and read its shards in a real pool of two forked workers
+    (the class registered under its ``kind`` so that they find it); the merged partial. Sources made to kill
+    their reader test crash isolation: pytest's crash dumps are off meanwhile."""
+    import faulthandler
+    import multiprocessing as mp
+
+    from scanner_service import merge
+    from scanner_service.pool import ShardPool
+    from scanner_service.sources import BY_KIND
+
+    monkeypatch.setitem(BY_KIND, source.kind, source)
+    planned = source(path, config).plan()
+    pool = ShardPool(source.kind, str(path), config, workers=2)
+    pool.ctx = mp.get_context("fork")  # the registry entry above must reach the workers
+    faulthandler.disable()  # the killed workers' dumps would flood the output
+    try:
+        return merge([planned.partial, *pool.run(planned.shards)])
+    finally:
+        faulthandler.enable()

@@ -3,8 +3,6 @@ at its dataset and index, whatever the layout h5py stores the bytes in."""
 
 from __future__ import annotations
 
-import faulthandler
-import multiprocessing as mp
 import os
 import signal
 import subprocess
@@ -17,12 +15,10 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-from imagetools import codes, finding, jpeg, png, zero_block
+from imagetools import codes, finding, jpeg, png, pooled_scan, zero_block
 
-from scanner_service import ScanConfig, merge
+from scanner_service import ScanConfig
 from scanner_service.demo import corrupt_chunk
-from scanner_service.pool import ShardPool
-from scanner_service.sources import BY_KIND
 from scanner_service.sources.base import Shard
 from scanner_service.sources.hdf5 import Hdf5Source
 from scanner_service.sources.hdf5_nonnumeric import row_values
@@ -176,16 +172,7 @@ def test_an_image_that_crashes_the_reader_costs_its_row_only(monkeypatch: pytest
     images = [jpeg(rng) for _ in range(12)]
     images[9] = images[9][:500]
     path = _write(tmp_path / "images.h5", images, "vlen", chunks=(4,), compression="gzip")
-    monkeypatch.setitem(BY_KIND, KillingHdf5.kind, KillingHdf5)
-    config = ScanConfig()
-    planned = KillingHdf5(path, config).plan()
-    pool = ShardPool(KillingHdf5.kind, str(path), config, workers=2)
-    pool.ctx = mp.get_context("fork")  # the registry entry above must reach the workers
-    faulthandler.disable()  # pytest's crash dumps would flood the output from the killed workers
-    try:
-        merged = merge([planned.partial, *pool.run(planned.shards)])
-    finally:
-        faulthandler.enable()
+    merged = pooled_scan(KillingHdf5, path, ScanConfig(), monkeypatch)
     corrupt = merged.findings["I003"].sorted_locations()
     assert [(loc.dataset, loc.index) for loc in corrupt] == [("/images", 5), ("/images", 9)]
     assert (

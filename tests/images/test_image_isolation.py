@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import faulthandler
-import multiprocessing as mp
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -12,11 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from imagetools import jpeg
+from imagetools import jpeg, pooled_scan
 
-from scanner_service import ScanConfig, merge
-from scanner_service.pool import ShardPool
-from scanner_service.sources import BY_KIND
+from scanner_service import ScanConfig
 from scanner_service.sources.base import Shard
 from scanner_service.sources.images import ImageFolderSource
 
@@ -45,16 +41,7 @@ def test_a_crashing_file_becomes_corrupt_image_and_the_rest_is_scanned(
     write("a/killer.jpg", jpeg(rng, 40, 40))
     write("b/cut.jpg", jpeg(rng, 40, 40)[:200])
     write("b/killer2.jpg", jpeg(rng, 40, 40))
-    monkeypatch.setitem(BY_KIND, KillingImages.kind, KillingImages)
-    config = ScanConfig(shard_bytes=1 << 16)
-    planned = KillingImages(tmp_path, config).plan()
-    pool = ShardPool(KillingImages.kind, str(tmp_path), config, workers=2)
-    pool.ctx = mp.get_context("fork")  # the registry entry above must reach the workers
-    faulthandler.disable()  # pytest's crash dumps would flood the output from the killed workers
-    try:
-        merged = merge([planned.partial, *pool.run(planned.shards)])
-    finally:
-        faulthandler.enable()
+    merged = pooled_scan(KillingImages, tmp_path, ScanConfig(shard_bytes=1 << 16), monkeypatch)
     corrupt = merged.findings["I003"]
     assert [(loc.path, loc.detail) for loc in corrupt.sorted_locations()] == [
         ("a/killer.jpg", "the decoder crashed: the reader process was killed by SIGSEGV"),

@@ -34,6 +34,7 @@ import numpy as np
 from ..buffers import aligned_buffer
 from ..errors import ConfigError
 from ..forked import stalled
+from ..imaging.sniff import claimed_format
 from ..items import DatasetMeta, EncodedImage, LabelBlock, Note, NumericBlock, ReadFailure
 from ..labels import is_onehot_shape, label_tally
 from ..location import Location
@@ -45,7 +46,6 @@ from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
 from .hdf5_nonnumeric import (
     IMAGE_BLOCK_ROWS,
-    IMAGE_MIN_BYTES,
     VALUE_BLOCK_ROWS,
     blank,
     bytes_type,
@@ -55,6 +55,7 @@ from .hdf5_nonnumeric import (
     row_size,
     row_values,
     sampled_rows,
+    starts_like_image,
     value_size,
 )
 from .hdf5_roles import SHOWN as ROLES_SHOWN
@@ -519,16 +520,16 @@ def image_labels(datasets: list[_Dataset]) -> None:
             images.labelled_by = labels[0].path or labels[0].name
 
 
-SIBLINGS = ((2, 1), (4, 5))
-"""When datasets of one image each make the others alike by place images too: at least this many images, that
-many times as many as the others. Alike are those of one name in other samples' groups (``/000123/image``: a
-simple majority), then those of one group (``/train/0042.jpg``: five to one)."""
+SIBLINGS_MIN = 2
+"""Datasets of one image each that make the others alike by place images too, at least (and a majority)."""
 
 
 def images_by_siblings(found: list[_Dataset]) -> list[_Dataset]:
-    """Read as an image a dataset that could hold one (bytes, one value; a 1-D array of bytes) where its
-    siblings are images (``SIBLINGS``), whatever its own first bytes: an error page saved in one sample's place
-    is then not-an-image, not text or numbers. Returns those made images."""
+    """Read as an image a dataset that could hold one (bytes, one value; a 1-D array of bytes) where most of
+    those alike by place are images, whatever its own first bytes: an error page saved in one sample's place is
+    then not-an-image, not text or numbers. Alike are the datasets of one name in other samples' groups
+    (``/000123/image``), and those of one group whose names claim an image format (``/train/0042.jpg``); a
+    ``caption_tokens`` or ``license`` beside images is neither. Returns those made images."""
 
     def image(d: _Dataset) -> bool:
         return d.read_as == "image" or (d.read_as == "images" and d.rows == 1)
@@ -544,17 +545,19 @@ def images_by_siblings(found: list[_Dataset]) -> list[_Dataset]:
         return d.name.rsplit("/", 2)[0], d.name.rsplit("/", 1)[1]
 
     def by_group(d: _Dataset) -> Any:
-        return d.name.rsplit("/", 1)[0]
+        group, leaf = d.name.rsplit("/", 1)
+        return group if claimed_format(leaf) is not None else None
 
     made: list[_Dataset] = []
-    for place, (least, times) in zip((by_name, by_group), SIBLINGS, strict=True):
+    for place in (by_name, by_group):
         alike: dict[Any, list[_Dataset]] = {}
         for d in found:
             if image(d) or could_be(d):
                 alike.setdefault(place(d), []).append(d)
+        alike.pop(None, None)
         for members in alike.values():
             images = sum(map(image, members))
-            if images < least or (len(members) - images) * times > images:
+            if images < SIBLINGS_MIN or 2 * images <= len(members):
                 continue
             for d in members:
                 if image(d):
@@ -1174,8 +1177,8 @@ class Hdf5Source(Source):
         shape: tuple[int, ...] = space.shape
         if (len(shape) in (1, 2) or file_label(full, shape)) and is_label_name(full, labels):
             return None  # labels (class ids, one-hot rows), maybe: the general walk decides
-        if len(shape) == 1 and dtype.itemsize == 1 and shape[0] >= IMAGE_MIN_BYTES:
-            return None  # an image file's bytes, maybe: the general walk decides
+        if len(shape) == 1 and dtype.itemsize == 1 and starts_like_image(dsid, shape[0], dtype):
+            return None  # an image file's bytes: the general walk reads it so
         spec = small_spec(dsid, shape, dtype)
         if spec is None:
             return None
@@ -1605,16 +1608,20 @@ class _SegmentReader:
         fails is read again chunk row by chunk row: a damaged chunk is ``corrupt-chunk`` for its rows."""
         start, stop = self.seg["start"], self.seg["stop"]
         per_row = self.seg["bytes"] // max(1, stop - start)  # (planned from sampled rows, for variable ones)
-        variable = self.ds.dtype.kind == "O"  # sizes known once read: blocks of few rows, the largest seen
-        most = (IMAGE_BLOCK_ROWS if self.seg.get("read_as") == "images" else VALUE_BLOCK_ROWS) if variable else stop
-        values_per_row = math.prod(self.ds.shape[1:]) if self.ds.shape else 1
         chunk_rows = self.ds.chunks[0] if self.ds.chunks else 1
+        variable = self.ds.dtype.kind == "O"  # sizes known once read: blocks of few rows, the largest seen
+        most = stop
+        if variable:  # (whole chunks where they fit)
+            most = IMAGE_BLOCK_ROWS if self.seg.get("read_as") == "images" else VALUE_BLOCK_ROWS
+            most = max(most // chunk_rows * chunk_rows, min(most, chunk_rows))
+        values_per_row = math.prod(self.ds.shape[1:]) if self.ds.shape else 1
         r = start
         while r < stop:
             n = min(most, stop - r, block_rows(per_row, self.block_bytes, 1 if variable else chunk_rows))
             try:
                 block = self._value_rows(r, r + n)
-            except (OSError, RuntimeError, ValueError) as exc:
+            except (OSError, RuntimeError, ValueError) as exc:  # (to the end of its chunk: one finding a chunk)
+                n = min(stop, -(-(r + n) // chunk_rows) * chunk_rows) - r
                 for item in self._isolate_rows(r, r + n, self._value_rows, emit, exc):
                     yield [item] if isinstance(item, ReadFailure) else item
                 r += n

@@ -100,6 +100,17 @@ def file_image(ds: h5py.Dataset) -> bool:
     return image_kind(head, length, length) is not None
 
 
+def starts_like_image(dsid: Any, length: int, dtype: np.dtype[Any]) -> bool:
+    """``file_image`` through a dataset's low-level handle (the planning of small datasets opens no other)."""
+    if length < IMAGE_MIN_BYTES:
+        return False
+    head = np.empty(IMAGE_MIN_BYTES, dtype)  # (its own type: HDF5 would clip a signed byte read as unsigned)
+    space = dsid.get_space()
+    space.select_hyperslab((0,), (IMAGE_MIN_BYTES,))
+    dsid.read(h5py.h5s.create_simple((IMAGE_MIN_BYTES,)), space, head)
+    return image_kind(head.tobytes(), length, length) is not None
+
+
 def one_per_row(shape: tuple[int, ...] | None) -> bool:
     """A shape of one value per row: a scalar (one image), ``(N,)`` or ``(N, 1)``."""
     return shape is not None and math.prod(shape[1:]) == 1

@@ -64,3 +64,16 @@ def test_a_damaged_chunk_of_a_boolean_column_is_found(tmp_path: Path) -> None:
     path = _beside_data(tmp_path / "flags.h5", "valid", np.arange(200) % 3 > 0)
     corrupt_chunk(path, "/valid", (100,))
     assert [(loc.dataset, loc.index) for loc in finding(run_scan(path), "S002").locations] == [("/valid", 100)]
+
+
+def test_a_damaged_chunk_of_text_is_one_finding_whatever_the_block_size(tmp_path: Path) -> None:
+    """Variable-length values are read a bounded number of rows at a time: in whole chunks, so that one damaged
+    chunk of 1,000 rows is one finding (it was two, 3000-3071 and 3072-3999)."""
+    path = tmp_path / "text.h5"
+    with h5py.File(path, "w") as fh:
+        rows = [f"row {i}" * 3 for i in range(10_000)]
+        fh.create_dataset("s", data=rows, dtype=h5py.string_dtype(), chunks=(1000,), compression="gzip")
+    corrupt_chunk(path, "/s", (3000,))
+    damaged = finding(run_scan(path), "S002")
+    assert damaged.count == 1
+    assert [(loc.index, loc.detail.split(":")[0]) for loc in damaged.locations] == [(3000, "rows 3000-3999 unreadable")]

@@ -349,3 +349,36 @@ def test_variable_length_images_larger_than_the_sampled_ones_are_read_a_few_at_a
     grew_kb, corrupt = map(int, done.stdout.split())
     assert corrupt == 80
     assert grew_kb < 60_000, grew_kb  # 16 rows of 2 MB at most (the whole dataset, 160 MB, in one block before)
+
+
+def test_bytes_beside_images_that_are_no_image_by_name_stay_what_they_are(tmp_path: Path) -> None:
+    """Token ids beside the cameras of each frame, a licence note or a checksum among a group's image files:
+    neither shares a name with images elsewhere nor claims an image format, so none becomes an image."""
+    rng = np.random.default_rng(15)
+    path = tmp_path / "rig.h5"
+    with h5py.File(path, "w") as fh:
+        for i in range(3):
+            for camera in ("front", "left", "right", "back"):
+                fh[f"frame_{i}/{camera}"] = np.frombuffer(jpeg(rng, 32, 32), np.uint8)
+            fh[f"frame_{i}/caption_tokens"] = rng.integers(0, 255, 30, dtype=np.uint8)
+        for i in range(10):
+            fh[f"images/{i:04d}.jpg"] = np.frombuffer(jpeg(rng, 32, 32), np.uint8)
+        fh["images/license"] = np.bytes_(b"CC-BY-4.0")
+        fh["images/checksum_u8"] = rng.integers(0, 255, 32, dtype=np.uint8)
+    assert not [f for f in run_scan(path).findings if f.code.startswith("I")]
+
+
+def test_small_arrays_of_bytes_that_are_no_images_keep_the_fast_path(tmp_path: Path) -> None:
+    """A 1-D array of bytes leaves the batched reading of small datasets only when it starts like an image:
+    20,000 token-id arrays took five times as long, each walked and read on its own."""
+    from scanner_service.sources.hdf5 import Hdf5Source
+
+    rng = np.random.default_rng(16)
+    path = tmp_path / "mixed.h5"
+    with h5py.File(path, "w") as fh:
+        fh["tokens"] = rng.integers(0, 255, 100, dtype=np.uint8)
+        fh["photo"] = np.frombuffer(jpeg(rng, 32, 32), np.uint8)
+    plan = Hdf5Source(path, ScanConfig()).plan()
+    segments = {seg["dataset"]: seg for shard in plan.shards for seg in shard.spec["segments"]}
+    assert "small" in segments["/tokens"] and "read_as" not in segments["/tokens"]
+    assert segments["/photo"]["read_as"] == "image" and "small" not in segments["/photo"]

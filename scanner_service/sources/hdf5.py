@@ -1096,7 +1096,7 @@ class Hdf5Source(Source):
 
     @staticmethod
     def _filters_available(obj: h5py.Dataset, rel: str, line: int | None, shown: str, partial: Partial) -> bool:
-        """Whether HDF5 has every filter of the dataset's pipeline; ``filter-missing`` when not."""
+        """Whether HDF5 has every filter of the dataset's pipeline; ``missing-filter`` when not."""
         unavailable = missing_filters(_filters(obj))
         if not unavailable:
             return True

@@ -281,6 +281,9 @@ class _Dataset(Rows):
     """Bytes per row of such a dataset, as ``row_size`` measures them."""
     labelled_by: str = ""
     """For encoded images: the path of the label dataset beside them, one class id per image (``image_labels``)."""
+    at: int | None = None
+    """For one image file's bytes stored contiguous: their file offset (a worker reads them with one ``pread``,
+    opening no dataset)."""
 
     @property
     def row_bytes(self) -> int:
@@ -1178,7 +1181,10 @@ class Hdf5Source(Source):
         if (len(shape) in (1, 2) or file_label(full, shape)) and is_label_name(full, labels):
             return None  # labels (class ids, one-hot rows), maybe: the general walk decides
         if len(shape) == 1 and dtype.itemsize == 1 and starts_like_image(dsid, shape[0], dtype):
-            return None  # an image file's bytes: the general walk reads it so
+            at = dsid.get_offset()  # an image file's bytes: where they lie, when contiguous
+            if at is None:
+                return None  # (chunked, compact: the general walk describes it)
+            return _Dataset(full, (), dtype, None, False, read_as="image", value_bytes=shape[0], at=at)
         spec = small_spec(dsid, shape, dtype)
         if spec is None:
             return None
@@ -1351,6 +1357,7 @@ class Hdf5Source(Source):
                     **({"row_vector": True} if ds.row_vector else {}),
                     **({"read_as": ds.read_as} if ds.read_as else {}),
                     **({"labelled_by": ds.labelled_by} if ds.labelled_by else {}),
+                    **({"at": ds.at} if ds.at is not None else {}),
                     **({"stream": stream} if stream is not None else {}),
                 }
             )
@@ -1421,6 +1428,9 @@ class Hdf5Source(Source):
                 small: list[dict[str, Any]] = []  # read many at a time, whatever lies between them
                 held = 0
                 for seg in group:
+                    if "at" in seg:  # one image file's bytes, stored contiguous
+                        yield _image_at(fd, seg)
+                        continue
                     if not is_small(seg):
                         yield from _SegmentReader(self, fh, fd, seg).blocks()
                         continue
@@ -1438,6 +1448,17 @@ class Hdf5Source(Source):
     def _reader(self, fh: h5py.File, fd: int) -> Any:
         """The general reader of one segment of an open file."""
         return lambda seg: _SegmentReader(self, fh, fd, seg).blocks()
+
+
+def _image_at(fd: int, seg: dict[str, Any]) -> Any:
+    """The image whose bytes lie at ``seg["at"]`` in the open file, as an item (``_SegmentReader._file_image``
+    without opening the dataset)."""
+    where = Location(path=seg["file"], line=seg["line"], dataset=seg["dataset"])
+    data = os.pread(fd, seg["bytes"], seg["at"])
+    if len(data) < seg["bytes"]:
+        detail = f"unreadable: the file ends {len(data):,} bytes into the dataset's {seg['bytes']:,}"
+        return ReadFailure("S002", where.model_copy(update={"detail": detail}), items=1)
+    return EncodedImage(data=data, location=where, nbytes=len(data))
 
 
 class _SegmentReader:

@@ -382,3 +382,24 @@ def test_small_arrays_of_bytes_that_are_no_images_keep_the_fast_path(tmp_path: P
     segments = {seg["dataset"]: seg for shard in plan.shards for seg in shard.spec["segments"]}
     assert "small" in segments["/tokens"] and "read_as" not in segments["/tokens"]
     assert segments["/photo"]["read_as"] == "image" and "small" not in segments["/photo"]
+    assert "at" in segments["/photo"]  # contiguous bytes: read with one pread, no dataset opened
+
+
+def test_image_files_read_by_offset_or_through_hdf5_get_the_same_verdicts(tmp_path: Path) -> None:
+    """An image file's bytes stored contiguous are read at their offset (past a MATLAB-style user block too);
+    chunked or with attributes, through HDF5: the same verdicts either way."""
+    rng = np.random.default_rng(17)
+    files = [jpeg(rng, 40, 40) for _ in range(6)]
+    files[2], files[4] = files[2][:350], files[4] + b"junk after the end"
+    found = {}
+    for layout in ("contiguous", "chunked", "attributes"):
+        path = tmp_path / f"{layout}.h5"
+        with h5py.File(path, "w", userblock_size=512) as fh:
+            for i, data in enumerate(files):
+                kwargs = {"chunks": (64,)} if layout == "chunked" else {}
+                ds = fh.create_dataset(f"{i}.jpg", data=np.frombuffer(data, np.uint8), **kwargs)
+                if layout == "attributes":
+                    ds.attrs["source"] = "camera"
+        report = run_scan(path)
+        found[layout] = sorted((f.code, loc.dataset) for f in report.findings for loc in f.locations)
+    assert found["contiguous"] == found["chunked"] == found["attributes"] == [("I003", "/2.jpg"), ("I006", "/4.jpg")]

@@ -1168,7 +1168,7 @@ class Hdf5Source(Source):
         elif kind == h5py.h5t.FLOAT:
             key = (kind, tid.get_size(), tid.get_order(), -1)
         elif kind == h5py.h5t.OPAQUE:
-            return _opaque_image(dsid, full, tid.get_size())
+            return _opaque_image(fid, dsid, full, tid.get_size())
         else:
             return None
         known = _NUMERIC_TYPES.get(key)
@@ -1454,18 +1454,18 @@ class Hdf5Source(Source):
         return lambda seg: _SegmentReader(self, fh, fd, seg).blocks()
 
 
-def _opaque_image(dsid: Any, full: str, size: int) -> _Dataset | None:
+def _opaque_image(fid: Any, dsid: Any, full: str, size: int) -> _Dataset | None:
     """One image file's bytes as one opaque value stored contiguous (``np.void(f.read())``, h5py's way with
-    binary data), for a worker to read at their offset; None for any other (the general walk judges it)."""
+    binary data), for a worker to read at their offset; None for any other (the general walk judges it). Only
+    its first bytes are read here (from the file: HDF5 reads an opaque value whole, and a blob may be large)."""
     space = dsid.get_space()
     at = dsid.get_offset()
     if space.get_simple_extent_type() != h5py.h5s.SCALAR or at is None or size < IMAGE_MIN_BYTES:
         return None
-    value = np.empty((), np.dtype(f"V{size}"))
-    dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, value, dsid.get_type())
-    if image_kind(value.tobytes()[:IMAGE_MIN_BYTES], size, size) is None:
+    head = os.pread(fid.get_vfd_handle(), IMAGE_MIN_BYTES, at)
+    if image_kind(head, size, size) is None:
         return None
-    return _Dataset(full, (), value.dtype, None, False, read_as="image", value_bytes=size, at=at)
+    return _Dataset(full, (), np.dtype(f"V{size}"), None, False, read_as="image", value_bytes=size, at=at)
 
 
 def _image_at(fd: int, seg: dict[str, Any]) -> Any:

@@ -16,6 +16,7 @@ them fails on a damaged chunk as it does on numbers: they are read through, and 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import h5py
@@ -52,21 +53,33 @@ def bytes_type(dtype: np.dtype[Any]) -> bool:
     return base is not None and np.dtype(base).kind in "iu" and np.dtype(base).itemsize == 1
 
 
-def sampled_rows(ds: h5py.Dataset) -> list[Any]:
-    """Up to ``ROWS_SAMPLED`` values of ``ds`` as h5py hands them over, the first value of rows spread evenly from
-    the first; rows HDF5 cannot read are left out (the reader reports them)."""
+@dataclass(frozen=True, slots=True)
+class Sampled:
+    """What planning keeps of a sampled value (never the value: a blob may be large): its first bytes (none for
+    text and other values that are no run of bytes), its size, and its size before any trailing zero bytes."""
+
+    head: bytes
+    size: int
+    filled: int
+
+
+def sampled_rows(ds: h5py.Dataset) -> list[Sampled]:
+    """Up to ``ROWS_SAMPLED`` values of ``ds``, the first value of rows spread evenly from the first; rows HDF5
+    cannot read are left out (the reader reports them)."""
     rows = int(ds.shape[0]) if ds.shape else 1
     out = []
     for i in sorted({k * rows // ROWS_SAMPLED for k in range(min(rows, ROWS_SAMPLED))}):
         try:
-            out.append(ds[()] if not ds.shape else ds[(i,) + (0,) * (ds.ndim - 1)])
+            value = ds[()] if not ds.shape else ds[(i,) + (0,) * (ds.ndim - 1)]
         except Exception:  # a damaged chunk or heap
             continue
+        if isinstance(value, np.ndarray | np.void | bytes):  # (np.bytes_ is bytes)
+            raw = value.tobytes() if isinstance(value, np.ndarray | np.void) else bytes(value)
+            out.append(Sampled(raw[:IMAGE_MIN_BYTES], len(raw), len(raw.rstrip(b"\0"))))
+        else:
+            size = value_size(value)
+            out.append(Sampled(b"", size, size))
     return out
-
-
-def _as_bytes(value: Any) -> bytes:
-    return value.tobytes() if isinstance(value, np.ndarray | np.generic) else bytes(value)
 
 
 def image_kind(head: bytes, length: int, filled: int) -> str | None:
@@ -79,11 +92,11 @@ def image_kind(head: bytes, length: int, filled: int) -> str | None:
     return kind if len(head) >= 6 and filled <= int.from_bytes(head[2:6], "little") <= length else None
 
 
-def holds_images(sample: list[Any]) -> bool:
+def holds_images(sample: list[Sampled]) -> bool:
     """Whether the sampled values of a dataset of bytes are encoded images: at least half of those that hold
     bytes start like one (an error page or an empty row among them does not decide)."""
-    filled = [v for v in map(_as_bytes, sample) if not blank(v)]
-    found = sum(image_kind(v[:IMAGE_MIN_BYTES], len(v), len(v.rstrip(b"\0"))) is not None for v in filled)
+    filled = [v for v in sample if v.filled]
+    found = sum(image_kind(v.head, v.size, v.filled) is not None for v in filled)
     return found > 0 and 2 * found >= len(filled)
 
 
@@ -116,7 +129,7 @@ def one_per_row(shape: tuple[int, ...] | None) -> bool:
     return shape is not None and math.prod(shape[1:]) == 1
 
 
-def row_size(ds: h5py.Dataset, sample: list[Any] | None = None) -> int:
+def row_size(ds: h5py.Dataset, sample: list[Sampled] | None = None) -> int:
     """Bytes per row, for sizing shards and blocks: from the item size of fixed-size values; for values h5py
     hands over as objects (variable-length ones, text, references), the largest of the sampled rows (a guess:
     the reader learns the sizes as it reads)."""
@@ -126,7 +139,7 @@ def row_size(ds: h5py.Dataset, sample: list[Any] | None = None) -> int:
     values = sampled_rows(ds) if sample is None else sample
     if not values:
         return per_row * SIZE_UNKNOWN
-    return max(1, per_row * max(value_size(v) for v in values))
+    return max(1, per_row * max(v.size for v in values))
 
 
 def value_size(value: Any) -> int:

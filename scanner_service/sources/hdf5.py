@@ -634,6 +634,11 @@ def _one_chunk(seg: dict[str, Any]) -> bool:
     return bool(seg["start"] // step == (seg["stop"] - 1) // step)
 
 
+def _reason(exc: BaseException) -> str:
+    """What HDF5 (or h5py) said of a failed read, or the error's type when it said nothing."""
+    return str(exc).strip() or type(exc).__name__
+
+
 def _rows_text(start: int, stop: int) -> str:
     return f"rows {start}-{stop - 1}" if stop - start > 1 else f"row {start}"
 
@@ -1632,8 +1637,7 @@ class _SegmentReader:
         try:
             data = np.asarray(self.ds[()]).tobytes()
         except (OSError, RuntimeError, ValueError) as exc:
-            reason = str(exc).strip() or type(exc).__name__
-            yield ReadFailure("S002", where.model_copy(update={"detail": f"unreadable: {reason}"}), items=1)
+            yield ReadFailure("S002", where.model_copy(update={"detail": f"unreadable: {_reason(exc)}"}), items=1)
             return
         yield EncodedImage(data=data, location=where, nbytes=len(data))
 
@@ -1882,7 +1886,6 @@ class _SegmentReader:
                 yield (r, *rest)
 
     def _failure(self, start: int, stop: int, chunk: str | None, exc: BaseException) -> ReadFailure:
-        reason = str(exc).strip() or type(exc).__name__
         return ReadFailure(
             "S002",
             Location(
@@ -1891,7 +1894,7 @@ class _SegmentReader:
                 dataset=self.name,
                 index=start,
                 chunk=chunk,
-                detail=f"{_rows_text(start, stop)} unreadable: {reason}",
+                detail=f"{_rows_text(start, stop)} unreadable: {_reason(exc)}",
             ),
             items=stop - start,
         )

@@ -13,8 +13,9 @@ CHECK = Check(
     severity=Severity.WARNING,
     summary=(
         "Finds records whose shape (a Datum's channels×height×width, an .npy array's shape) differs from the "
-        "shape most records of the database have. When no shape covers half of the records, shapes are taken "
-        "to vary by design and nothing is reported."
+        "shape most records of the database have (records already reported as malformed do not count). When "
+        "no shape covers half of the records, or two shapes are as common, shapes are taken to vary by design "
+        "and nothing is reported."
     ),
     why=(
         "Caffe's Data layer sizes its blobs from the first record and aborts when a later one differs; a "
@@ -51,7 +52,8 @@ def finalize(ctx: ScanContext) -> None:
     for path, shapes in sorted(by_path.items()):
         total = sum(shapes.values())
         majority, most = min(shapes.items(), key=lambda kv: (-kv[1], kv[0]))
-        if most * 2 < total or len(shapes) < 2:
+        tied = sum(n == most for n in shapes.values()) > 1
+        if most * 2 < total or len(shapes) < 2 or tied:  # no shape most records have
             continue
         odd = {shape: n for shape, n in shapes.items() if shape != majority}
         locations = [

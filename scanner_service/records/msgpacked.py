@@ -4,8 +4,8 @@ arrays in msgpack-numpy's encoding (tensorpack, ``msgpack_numpy.patch()``).
 Unlike a pickle, a msgpack value is data only: decoding it runs no code, so dscan decodes it and judges the
 encoded image inside with the image checks, and takes the class label beside it. The image is the first
 bytes value under ``image``, ``img``, ``data``, ``jpg`` ... (judged whatever it starts with), else the first
-bytes value that starts like an image; the label the integer under ``label``, ``target``, ``y``, ``class`` or
-``cls`` (in a list, its only integer).
+bytes value that starts like an image; the label the number under ``label``, ``target``, ``y``, ``class`` or
+``cls`` (in a list, its only integer, else its only float).
 
 A record may hold pixels or features as an array instead: msgpack-numpy's ``{nd, type, kind, shape, data}``
 map (a numpy scalar is the same map with ``nd`` false: a label), or bare pixel bytes under an image's name
@@ -103,14 +103,14 @@ def record_of(obj: Any, legacy: bool = False) -> MsgpackRecord:
             array = _first_array([*(keyed.get(k) for k in (*IMAGE_KEYS, *GENERIC_KEYS)), *obj.values()], keyed)
         return MsgpackRecord(image, array, label)
     if isinstance(obj, list | tuple):
-        values = [_scalar(v) for v in obj]
-        ints = [v for v in values if _is_int(v)]
-        # (image, label): the one integer; with several ([index, image, label], [image, label, h, w]) no key says
-        # which is the label, and none is taken
+        numbers = [v for v in (_scalar(v) for v in obj) if is_number(v)]
+        ints = [v for v in numbers if _is_int(v)]
+        # (image, label): the one integer, else the one float (``float(y)``, ``np.float32(y)``: 3.0 is class 3,
+        # NaN no class); with several ([index, image, label], [image, label, h, w]) no key says which is the
+        # label, and none is taken
+        label = ints[0] if len(ints) == 1 else numbers[0] if len(numbers) == 1 else None
         image = _first_image(obj)
-        return MsgpackRecord(
-            image, None if image is not None else _first_array(obj, {}), ints[0] if len(ints) == 1 else None
-        )
+        return MsgpackRecord(image, None if image is not None else _first_array(obj, {}), label)
     return MsgpackRecord()
 
 

@@ -190,13 +190,21 @@ class LmdbSource(Source):
                 label_tally(partial, LABEL_STREAM, "i", self.config.run_threshold).path = rel
             sample = forward.sample or []
             records = decoder.name == "msgpack" or (decoder.name == PICKLE and _plain_pickles(sample))
-            if records and _labelled(sample, decoder.name):
+            targets = records and self.config.num_classes is None and _fractional(sample, decoder.name)
+            if targets:
+                partial.info["lmdb.labels"] = (
+                    "the records' labels are mostly fractional numbers (regression targets, not class ids): "
+                    "no label checks; a NaN or infinite one is reported (give --num-classes to judge them as classes)"
+                )
+            elif records and _labelled(sample, decoder.name):
                 label_tally(partial, LABEL_STREAM, "i", self.config.run_threshold).path = rel
             if decoder.name != PICKLE or records:
                 shards = planner.shards(str(decoder), size)
-            if records and _all_labelled(sample, decoder.name):
-                for shard in shards:  # a record without one is then a record the loader fails on
+            for shard in shards:
+                if records and _all_labelled(sample, decoder.name):  # a record without one: the loader fails on it
                     shard.spec["labelled"] = True
+                if targets:
+                    shard.spec["targets"] = True
         return Plan(source=info, shards=shards, partial=partial)
 
     def _check_order(self, leaves: list[Leaf], rel: str, partial: Partial) -> None:
@@ -432,6 +440,18 @@ def _labels_sampled(sample: list[bytes], decoder: str) -> list[bool]:
     from ..records.msgpacked import is_number
 
     return [is_number(record.label) for record in _sampled_records(sample, decoder)]
+
+
+def _fractional(sample: list[bytes], decoder: str) -> bool:
+    """Whether most of the sampled records' numeric labels are finite floats with a fraction (0.37: a
+    regression target), as the label checks decide for other label streams (``labels.is_classification``)."""
+    import math
+
+    from ..records.msgpacked import is_number
+
+    labels = [r.label for r in _sampled_records(sample, decoder) if is_number(r.label)]
+    fractional = [v for v in labels if isinstance(v, float) and math.isfinite(v) and not v.is_integer()]
+    return len(fractional) * 2 > len(labels)
 
 
 def _labelled(sample: list[bytes], decoder: str) -> bool:

@@ -794,8 +794,6 @@ class _DatumReader(_Reader):
             yield from self._maybe_flush(pos, key)
             return
         self.nbytes += len(value)
-        shape = "x".join(map(str, d.shape))
-        self.count_shape(shape, pos, key)
         if d.data and len(d.data) != d.expected:
             c, h, w = d.shape
             detail = f"data has {len(d.data):,} bytes, but channels×height×width = {c}×{h}×{w} = {d.expected:,}"
@@ -804,7 +802,8 @@ class _DatumReader(_Reader):
             c, h, w = d.shape
             detail = f"float_data has {d.floats:,} values, but channels×height×width = {c}×{h}×{w} = {d.expected:,}"
             yield self.failure("R002", pos, key, detail)
-        else:
+        else:  # only a well-formed record's shape counts towards the majority shape (record-shape-mismatch)
+            self.count_shape("x".join(map(str, d.shape)), pos, key)
             if d.data:
                 blank = self._blank(pos, key, d.data, d.shape)
                 if blank is not None:
@@ -992,10 +991,10 @@ class _FloatRows:
         """The finding for a record that looked like this layout but whose payload holds more than floats."""
         reader, layout = self.reader, self.layout
         value = layout.head + bytes([5 << 3]) + _varint(label) + payload + layout.tail
+        reader.uncount_shape(layout.shape_text, pos)  # it was counted as a well-formed record of the layout's shape
         try:
             d = reader.datum.parse(value)
         except reader.datum.DatumError as exc:
-            reader.uncount_shape(layout.shape_text, pos)  # it was counted as a record of the layout's shape
             return reader.failure("R001", pos, None, f"{exc} ({len(value)} bytes)")
         reader.labels[pos - reader.label_start] = label  # a Datum after all: its label counts, as on the full parse
         c, h, w = d.shape
@@ -1102,7 +1101,6 @@ class _NumericReader(_Reader):
                 continue
             self.nbytes += len(value)  # (a value reported above counts with its finding)
             have = len(value) - header.offset
-            self.count_shape(header.shape_text, pos, key)
             if have != header.nbytes:
                 detail = (
                     f"the .npy data has {have:,} bytes, but its header declares {header.dtype} "
@@ -1110,6 +1108,7 @@ class _NumericReader(_Reader):
                 )
                 yield self.failure("R002", pos, key, detail)
                 continue
+            self.count_shape(header.shape_text, pos, key)  # a well-formed record's shape (record-shape-mismatch)
             if header.dtype.kind in "biufc" and header.nbytes:
                 batch = self.batch(*_as_real(header.dtype, header.shape))
                 if header.fortran:
@@ -1384,6 +1383,12 @@ class _MsgpackReader(_NumericReader):
             name = label.decode("utf-8", "replace") if isinstance(label, bytes) else label
             detail = f"records whose label is no number (such as {name!r}): left out of the label checks"
             yield Note(info={"lmdb.labels": detail})
+            return None
+        if isinstance(label, float) and self.spec.get("targets"):  # regression targets: only NaN and Inf hurt
+            if not math.isfinite(label):
+                code, what = ("V001", "NaN") if math.isnan(label) else ("V002", "infinite")
+                detail = f"label {label!r}: a {what} regression target makes the loss {what}"
+                yield ReadFailure(code, self.location(pos, key, detail), items=0, values=1)
             return None
         if isinstance(label, float):  # 3.0 is class 3; 2.5 or NaN is no class id
             if label.is_integer():

@@ -12,7 +12,7 @@ from scanner_service import ScanConfig, plan
 from scanner_service.engine import scan_shard
 from scanner_service.report import Report
 from tests.conftest import codes, finding, run_scan
-from tests.lmdb.conftest import datum, key, npy
+from tests.lmdb.conftest import datum, jpeg, key, npy
 
 EnvMaker = Callable[..., Path]
 
@@ -72,6 +72,24 @@ def test_record_shape_mismatch_when_the_minority_comes_first(make_env: EnvMaker)
     report = run_scan(make_env(records))
     assert finding(report, "R003").count == 40
     assert [k for k, _ in located(report, "R003")] == [key(i) for i in range(20)]
+
+
+def test_a_malformed_record_counts_towards_no_majority_shape(make_env: EnvMaker) -> None:
+    """Encoded JPEG Datums, two of them without the encoded flag (one 0x0x0, one 3x48x48): each is R002, and
+    neither shape is judged against the other: one record of two is no majority, and R002 records count for none."""
+    records = [(key(i), datum(shape=(0, 0, 0), data=jpeg(i), encoded=True, label=i % 3)) for i in range(60)]
+    records[40] = (key(40), datum(shape=(0, 0, 0), data=jpeg(40), label=1))
+    records[41] = (key(41), datum(shape=(3, 48, 48), data=jpeg(41), label=2))
+    report = run_scan(make_env(records))
+    assert codes(report) == {"R002"}
+    assert located(report, "R002") == [(key(40), 40), (key(41), 41)]
+
+
+def test_two_shapes_as_common_as_each_other_are_no_majority(make_env: EnvMaker) -> None:
+    records = [(key(i), datum(shape=(3, 4, 4) if i % 2 else (3, 8, 8), label=i % 2, seed=i)) for i in range(40)]
+    assert "R003" not in codes(run_scan(make_env(records)))
+    records.append((key(40), datum(shape=(3, 8, 8), label=0, seed=40)))  # 21 of 41: a majority again
+    assert finding(run_scan(make_env(records, name="more")), "R003").count == 20
 
 
 def test_variable_shapes_without_a_majority_are_not_reported(make_env: EnvMaker) -> None:

@@ -71,6 +71,35 @@ def test_a_database_of_dict_records_is_read(make_env: EnvMaker) -> None:
     assert (keys_of(report, "I003"), keys_of(report, "L002")) == ([str(BROKEN_IMAGE)], [str(BROKEN_LABEL)])
 
 
+def test_float_labels_in_tuples_are_class_ids_when_whole(make_env: EnvMaker) -> None:
+    """``(jpeg, float(y))`` and ``(jpeg, np.float32(y))`` (as ``.item()`` of a float tensor or a pandas column
+    gives): 3.0 is class 3, so 7.0 of 3 classes, 1.5 and NaN are label-invalid at their keys."""
+    records = [(str(i).encode(), pickled((jpeg(i), float(i % 3)))) for i in range(30)]
+    bad = {4: 7.0, 9: 1.5, 12: float("nan")}
+    for i, label in bad.items():
+        records[i] = (str(i).encode(), pickled((jpeg(i), label)))
+    report = run_scan(make_env(records), num_classes=3)
+    assert codes(report) == {"L002"}
+    assert keys_of(report, "L002") == ["12", "4", "9"]  # key order
+    assert report.labels[0].total == 28  # 7.0 is a class id (out of range); 1.5 and NaN are none
+
+
+def test_fractional_targets_are_no_class_ids_but_a_nan_target_is_reported(make_env: EnvMaker) -> None:
+    """``(jpeg, 0.37)``: regression targets, not labels: no label check (no label-invalid on every record), a
+    note says so, and a NaN or infinite target is nan-value / inf-value at its key."""
+    records = [(str(i).encode(), pickled((jpeg(i), 0.25 + i / 7))) for i in range(30)]
+    records[6] = (b"6", pickled((jpeg(6), float("nan"))))
+    records[8] = (b"8", pickled((jpeg(8), float("-inf"))))
+    report = run_scan(make_env(records))
+    assert codes(report) == {"V001", "V002"}
+    assert (keys_of(report, "V001"), keys_of(report, "V002")) == (["6"], ["8"])
+    assert not report.labels and "regression targets" in report.info["lmdb.labels"]
+    clean = run_scan(make_env(records[:6] + records[9:], name="clean"))
+    assert codes(clean) == set() and clean.summary.passed
+    judged = run_scan(make_env(records[:6] + records[9:], name="judged"), num_classes=3)  # classes after all
+    assert finding(judged, "L002").count == 27
+
+
 def test_a_record_unlike_the_others_is_record_invalid(make_env: EnvMaker) -> None:
     """A pickled record without an image among (image, label) records, and a damaged one (cut short)."""
     records = folder2lmdb(4, broken=False)

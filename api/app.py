@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from scanner_service import __version__
 from workers.logs import configure_logging
-from workers.settings import Settings, get_settings
+from workers.settings import Settings, SettingsError, get_settings
 from workers.store import Store
 
 from . import errors
@@ -29,7 +29,11 @@ Submit a scan with `POST /api/v1/scans`, follow it with `GET /api/v1/scans/{id}`
 
 def create_app(settings: Settings | None = None, *, configure_logs: bool = True) -> FastAPI:
     """Build the API for ``settings`` (default: from the environment)."""
-    settings = settings if settings is not None else get_settings()
+    if settings is None:
+        try:
+            settings = get_settings()
+        except SettingsError as exc:  # the command line (uvicorn's factory): one line to act on, no traceback
+            raise SystemExit(f"dscan api: {exc}") from None
     if configure_logs:
         configure_logging("api", settings.log_level)
     store = Store(settings)

@@ -26,7 +26,7 @@ import redis
 from pydantic import ValidationError
 
 from workers.logs import uvicorn_log_config
-from workers.settings import Settings, redact_url
+from workers.settings import Settings, redact_url, settings_problems
 
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
@@ -150,10 +150,7 @@ def check_settings(env: dict[str, str]) -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        problems = "; ".join(
-            f"DSCAN_{'_'.join(str(p) for p in e['loc'][:1]).upper()}: {e['msg']}" for e in exc.errors()
-        )
-        raise ServeError(f"invalid settings: {problems}") from None
+        raise ServeError(f"invalid settings: {settings_problems(exc)}") from None
     finally:
         os.environ.clear()
         os.environ.update(saved)

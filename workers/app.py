@@ -21,14 +21,18 @@ from celery import Celery, signals
 
 from . import watchdog
 from .logs import configure_logging
-from .settings import get_settings
+from .settings import SettingsError, get_settings
 
 app = Celery("dscan", include=["workers.tasks"])
 
 
 @app.on_configure.connect
 def _configure(sender: Celery, **_: Any) -> None:
-    sender.conf.update(get_settings().celery_conf())
+    try:
+        settings = get_settings()
+    except SettingsError as exc:  # one line to act on, not Celery's traceback
+        raise SystemExit(f"dscan worker: {exc}") from None
+    sender.conf.update(settings.celery_conf())
 
 
 @signals.setup_logging.connect

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -234,10 +234,29 @@ SCAN_RESULTS_KEPT_S = 30 * 24 * 3600
 retention is shorter)."""
 
 
+class SettingsError(ValueError):
+    """Settings from the environment that do not validate: the message names each ``DSCAN_*`` variable and what
+    is wrong with it (a required one not set, a placeholder token, a data root that is no folder)."""
+
+
+def settings_problems(exc: ValidationError) -> str:
+    """One line per problem of a failed validation, by the environment variable a person sets."""
+    lines = []
+    for error in exc.errors():
+        name = f"DSCAN_{str(error['loc'][0]).upper()}" if error["loc"] else "settings"
+        problem = "not set, and required" if error["type"] == "missing" else error["msg"].removeprefix("Value error, ")
+        lines.append(f"{name}: {problem}")
+    return "; ".join(lines)
+
+
 @functools.cache
 def get_settings() -> Settings:
-    """The settings from the environment, read once per process (clear with ``get_settings.cache_clear()``)."""
-    return Settings()
+    """The settings from the environment, read once per process (clear with ``get_settings.cache_clear()``);
+    SettingsError when they do not validate."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(f"invalid settings: {settings_problems(exc)}") from None
 
 
 def env_for(settings: Settings) -> dict[str, str]:

@@ -249,6 +249,30 @@ def test_serve_without_redis_server_says_what_to_do(monkeypatch: pytest.MonkeyPa
     assert out.returncode == 2 and "data roots" in out.stderr
 
 
+@pytest.mark.parametrize("command", ["worker", "api"])
+def test_a_worker_or_api_with_bad_settings_says_which_variable_in_one_line(command: str, tmp_path: Path) -> None:
+    """The standard commands of docs/service.md, started without a required setting, or with a data root that is
+    no folder: exit status 1 and one line naming the DSCAN_ variable, not a framework's traceback."""
+    bin_dir = Path(sys.executable).parent
+    argv = {
+        "worker": [str(bin_dir / "celery"), "-A", "workers.app", "worker", "-c", "1"],
+        "api": [str(bin_dir / "uvicorn"), "api.app:create_app", "--factory", "--port", str(free_port())],
+    }[command]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DSCAN_")}
+    cases = {
+        "DSCAN_DATA_ROOTS: not set, and required": {"DSCAN_REDIS_URL": "redis://127.0.0.1:1/0"},
+        "DSCAN_REDIS_URL: not set, and required": {"DSCAN_DATA_ROOTS": str(tmp_path)},
+        f"DSCAN_DATA_ROOTS: data root {tmp_path / 'gone'} is not a folder": {
+            "DSCAN_REDIS_URL": "redis://127.0.0.1:1/0",
+            "DSCAN_DATA_ROOTS": str(tmp_path / "gone"),
+        },
+    }
+    for said, env in cases.items():
+        out = subprocess.run(argv, capture_output=True, text=True, env={**clean, **env}, cwd=REPO, timeout=120)
+        assert out.returncode == 1, out.stderr
+        assert out.stderr.strip().splitlines() == [f"dscan {command}: invalid settings: {said}"], out.stderr
+
+
 def test_submit_wait_names_the_config_file_it_took_options_from(service: Service, tmp_path: Path) -> None:
     """`dscan scan` notes the dscan.toml it read; `dscan submit --wait` applied the same file without a word."""
     (tmp_path / "dscan.toml").write_text('fail-on = "never"\nmax-locations = 5\n')

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from kombu.exceptions import OperationalError
 from pydantic import ValidationError
 
 from scanner_service import __version__, checks
@@ -29,7 +30,7 @@ from scanner_service.render import notes
 from scanner_service.report import Report
 from scanner_service.text import printable
 from workers.settings import Settings
-from workers.store import UNAVAILABLE, JobStatus
+from workers.store import ACTIVE, UNAVAILABLE, JobStatus
 
 from ..deps import SettingsDep, StoreDep, token_ok
 from ..schemas import ScanView
@@ -259,7 +260,8 @@ def jobs_page(
     except UNAVAILABLE as exc:
         return unavailable(request, settings, exc)
     roots = tuple(str(r) for r in settings.data_roots)
-    rows = [views.JobRow(ScanView.of(j, api_url(request, j.id)), f"/scans/{j.id}", roots) for j in jobs]
+    workers = _workers_answer(request, any(j.status in ACTIVE for j in jobs))
+    rows = [views.JobRow(ScanView.of(j, api_url(request, j.id)), f"/scans/{j.id}", roots, workers) for j in jobs]
 
     def at(new_offset: int) -> str:
         params = {"status": chosen.value} if chosen else {}
@@ -283,6 +285,7 @@ def jobs_page(
             "prev_url": at(max(0, offset - JOBS_PER_PAGE)) if offset else None,
             "next_url": at(offset + JOBS_PER_PAGE) if offset + len(rows) < total else None,
             "any_active": any(r.active for r in rows),
+            "no_worker": None if workers else views.NO_WORKER_NOTICE,
             "fields": FORM_FIELDS,
             "roots": [str(r) for r in settings.data_roots],
             "suggestions": suggestions(request, settings),
@@ -292,6 +295,19 @@ def jobs_page(
         },
         settings=settings,
     )
+
+
+def _workers_answer(request: Request, asked: bool) -> bool:
+    """Whether a worker answers the service's ping (as ``/readyz`` asks: remembered 2 s, at most 1 s to wait),
+    when ``asked`` (a scan under way is shown); true when not asked or when the ping itself fails (the page
+    then says nothing it does not know)."""
+    if not asked:
+        return True
+    try:
+        return bool(request.app.state.queue.workers() > 0)
+    except (OperationalError, *UNAVAILABLE):  # not knowing is no reason to fail the page
+        log.warning("cannot ping the workers for the page", exc_info=True)
+        return True
 
 
 def api_url(request: Request, job_id: str) -> str:
@@ -317,6 +333,7 @@ def scan_page(job_id: str, request: Request, store: StoreDep, settings: Settings
             request, 404, "No such scan", f"There is no scan {job_id}: it never existed or is past its retention."
         )
     view = ScanView.of(job, api_url(request, job_id))
+    workers = _workers_answer(request, job.status in ACTIVE)
     report = None
     if report_text is not None:
         try:
@@ -337,7 +354,8 @@ def scan_page(job_id: str, request: Request, store: StoreDep, settings: Settings
         {
             "nav": "jobs",
             "job": view,
-            "row": views.JobRow(view, request.url.path),
+            "row": views.JobRow(view, request.url.path, workers=workers),
+            "no_worker": None if workers else views.NO_WORKER_NOTICE,
             "report": report,
             "active": not job.status.ended,
             "headers": views.LOCATION_HEADERS,

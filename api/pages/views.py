@@ -144,8 +144,18 @@ def display_path(path: str, roots: Iterable[str]) -> str:
     return printable(path)
 
 
-def eta(view: ScanView) -> str:
-    """Estimated time left of a running scan, from its rate so far."""
+NO_WORKER_ETA = "none while no worker runs"
+NO_WORKER_NOTICE = (
+    "No worker answers: the scan waits until one starts (`celery -A workers.app worker`, or `dscan serve`)."
+)
+"""What the pages say of a scan under way when no worker answers the service's ping (``static/app.js`` too)."""
+
+
+def eta(view: ScanView, workers: bool = True) -> str:
+    """Estimated time left of a running scan, from its rate so far; none while no worker answers (``workers``
+    false): the scan then waits, and a time left from its past rate would be a false promise."""
+    if view.status.value == "running" and not workers:
+        return NO_WORKER_ETA
     if view.status.value != "running" or not view.duration_s:
         return NO_VALUE
     fraction = view.progress.fraction
@@ -166,6 +176,8 @@ class JobRow:
     view: ScanView
     page_url: str
     roots: tuple[str, ...] = ()
+    workers: bool = True
+    """Whether a worker answered the service's ping (when a scan is under way; else left true)."""
 
     @property
     def id(self) -> str:
@@ -213,7 +225,7 @@ class JobRow:
 
     @property
     def eta(self) -> str:
-        return eta(self.view)
+        return eta(self.view, self.workers)
 
     @property
     def duration(self) -> str:

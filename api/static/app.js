@@ -56,6 +56,23 @@
     return path;
   }
 
+  // What the pages say while no worker answers (api/pages/views.py says the same on pages served without
+  // JavaScript): a scan under way then waits, and a time left from its past rate would be a false promise.
+  const NO_WORKER_ETA = "none while no worker runs";
+  const NO_WORKER =
+    "No worker answers: the scan waits until one starts (`celery -A workers.app worker`, or `dscan serve`).";
+
+  // Whether a worker answers the service's ping (its readiness check); null when the service does not answer.
+  async function workersAnswer() {
+    try {
+      const r = await fetch("/readyz", { headers: { Accept: "application/json" } });
+      const body = await r.json();
+      return !(body.redis === "ok" && body.workers_answering === false);
+    } catch (err) {
+      return null;
+    }
+  }
+
   function eta(job) {
     if (job.status !== "running" || !job.duration_s) return NO_VALUE;
     const f = job.progress.fraction;
@@ -173,6 +190,8 @@
     const roots = JSON.parse(table.dataset.roots || "[]");
     let timer = null;
     let running = false;
+    const workersNotice = $("#jobs-workers");
+    let noWorker = !workersNotice.hidden; // (as the page was served)
 
     function schedule(ms) {
       clearTimeout(timer);
@@ -192,6 +211,7 @@
           messages.push(`Scan ${job.id.slice(0, 8)} ${outcome(job)}.`);
         }
         fillRow(tr, job, roots);
+        if (noWorker && job.status === "running") $(".eta", tr).textContent = NO_WORKER_ETA;
         rows.push(tr);
       }
       rows.forEach((tr, i) => {
@@ -228,11 +248,27 @@
       }
     }
 
+    // While scans on the page are under way, ask every WORKERS_MS whether any worker answers, as a scan's
+    // page does: with none, the running scans wait and show no time left.
+    async function checkWorkers() {
+      const answer = running && !document.hidden ? await workersAnswer() : true;
+      if (answer !== null) {
+        noWorker = !answer;
+        workersNotice.textContent = noWorker ? NO_WORKER : "";
+        workersNotice.hidden = !noWorker;
+        for (const tr of tbody.rows) {
+          if (noWorker && tr.dataset.status === "running") $(".eta", tr).textContent = NO_WORKER_ETA;
+        }
+      }
+      setTimeout(checkWorkers, WORKERS_MS);
+    }
+
     running = Array.from(tbody.rows).some((tr) => active({ status: tr.dataset.status }));
     document.addEventListener("visibilitychange", () => {
       if (!document.hidden) refresh();
     });
     schedule(running ? FAST_MS : SLOW_MS);
+    setTimeout(checkWorkers, WORKERS_MS);
     return { refresh };
   }
 
@@ -390,7 +426,7 @@
       const [perSecond, itemsPerSecond] = rates(job);
       $("#scan-rate").textContent = perSecond;
       $("#scan-rate-items").textContent = itemsPerSecond;
-      $("#scan-eta").textContent = noWorker ? "none while no worker runs" : eta(job);
+      $("#scan-eta").textContent = noWorker ? NO_WORKER_ETA : eta(job);
       $("#scan-duration").textContent = humanDuration(job.duration_s);
       $("#scan-shards").textContent = `${humanCount(p.shards_done)} of ${humanCount(p.shards_total)}`;
       const status = $("#scan-status");
@@ -410,17 +446,12 @@
     // check pings the workers), and again every WORKERS_MS while the page shows the scan.
     const workers = $("#scan-workers");
     async function checkWorkers() {
-      try {
-        const r = await fetch("/readyz", { headers: { Accept: "application/json" } });
-        const body = await r.json();
-        noWorker = body.redis === "ok" && body.workers_answering === false;
-        workers.textContent = noWorker
-          ? "No worker answers: the scan waits until one starts (`celery -A workers.app worker`, or `dscan serve`)."
-          : "";
+      const answer = await workersAnswer(); // (null: the service does not answer; the notice above says so)
+      if (answer !== null) {
+        noWorker = !answer;
+        workers.textContent = noWorker ? NO_WORKER : "";
         workers.hidden = !noWorker;
-        if (noWorker) $("#scan-eta").textContent = "none while no worker runs";
-      } catch (err) {
-        // the service does not answer: the notice above says so
+        if (noWorker) $("#scan-eta").textContent = NO_WORKER_ETA;
       }
       setTimeout(checkWorkers, WORKERS_MS);
     }

@@ -140,10 +140,11 @@ def test_checks_page_lists_the_catalogue(page_service: Service) -> None:
 # -- jobs in every state --------------------------------------------------------------------------------
 
 
-def test_jobs_list_shows_progress_rate_and_time_left(page_service: Service) -> None:
+def test_jobs_list_shows_progress_rate_and_time_left(web_service: Service) -> None:
+    """A service with a worker (one that answers its ping): the time left comes from the rate so far."""
     running = seed_job(
-        page_service,
-        str(page_service.data_root / "defects"),
+        web_service,
+        str(web_service.data_root / "defects"),
         "running",
         items_total=40_000,
         items_done=10_000,
@@ -153,16 +154,17 @@ def test_jobs_list_shows_progress_rate_and_time_left(page_service: Service) -> N
         shards_done=1,
         age=30.0,
     )
-    failed = seed_job(page_service, "clean", "failed", error="planning failed: no dataset here")
-    done = seed_job(page_service, "clean", "succeeded", summary=summary_json(errors=3, warnings=2))
-    page = get(page_service, "/").text
+    failed = seed_job(web_service, "clean", "failed", error="planning failed: no dataset here")
+    done = seed_job(web_service, "clean", "succeeded", summary=summary_json(errors=3, warnings=2))
+    page = get(web_service, "/").text
     row = text_of(page.split(f'data-id="{running}"')[1].split("</tr>")[0])
     assert "running" in row and "25%" in row
     assert "10,000 of 40,000 items" in row and "25.0 MB of 100.0 MB" in row
     assert re.search(r" \d+\.\d KB/s 3\d\d items/s ", row), row
     assert re.search(r" about 1 min 3\d s 3\d s ", row), row  # a quarter done in 30 s: 90 s to go
+    assert 'id="jobs-workers"' in page and "No worker answers" not in page
     assert f">{running[:8]}<" in page and f'href="/scans/{running}"' in page
-    assert "defects" in row and str(page_service.data_root) not in row, "the data root is left out of the path"
+    assert "defects" in row and str(web_service.data_root) not in row, "the data root is left out of the path"
     assert '<meta http-equiv="refresh"' in page, "without JavaScript the page reloads while scans run"
     failed_row = text_of(page.split(f'data-id="{failed}"')[1].split("</tr>")[0])
     assert "failed" in failed_row and "planning failed: no dataset here" in failed_row
@@ -170,10 +172,39 @@ def test_jobs_list_shows_progress_rate_and_time_left(page_service: Service) -> N
     assert "succeeded" in done_row and "dataset failed" in done_row and "100%" in done_row
     assert re.search(r"\b3 2$", done_row), done_row
 
-    only_failed = get(page_service, "/?status=failed").text
+    only_failed = get(web_service, "/?status=failed").text
     assert failed in only_failed and running not in only_failed and done not in only_failed
     assert re.search(r'href="/\?status=failed" aria-current="page"', only_failed)
     assert 'data-status="failed"' in only_failed
+
+
+def test_without_a_worker_pages_give_no_time_left_and_say_why(page_service: Service) -> None:
+    """No worker answers this service's ping: a running scan waits, so neither the list nor the scan's page
+    (as served, without JavaScript) gives a time left from its past rate; both say why."""
+    running = seed_job(
+        page_service,
+        "defects",
+        "running",
+        items_total=400,
+        items_done=100,
+        bytes_total=4 << 20,
+        bytes_done=1 << 20,
+        shards_total=4,
+        shards_done=1,
+        age=30.0,
+    )
+    listed = get(page_service, "/").text
+    row = text_of(listed.split(f'data-id="{running}"')[1].split("</tr>")[0])
+    assert "none while no worker runs" in row and "about" not in row, row
+    notice = listed.split('id="jobs-workers"')[1].split("</p>")[0]
+    assert "hidden" not in notice.split(">")[0] and "No worker answers: the scan waits until one starts" in notice
+    page = get(page_service, f"/scans/{running}").text
+    assert re.search(r'id="scan-eta">none while no worker runs<', page)
+    notice = page.split('id="scan-workers"')[1].split("</p>")[0]
+    assert "hidden" not in notice.split(">")[0] and "No worker answers" in notice
+    ended = seed_job(page_service, "clean", "succeeded", summary=summary_json(errors=0, warnings=0))
+    quiet = get(page_service, "/?status=succeeded").text  # no scan under way shown: nothing to say
+    assert ended in quiet and "No worker answers" not in quiet
 
 
 def test_scan_pages_in_each_state(page_service: Service) -> None:

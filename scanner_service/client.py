@@ -18,6 +18,11 @@ STATUSES = ENDED | {"queued", "running"}
 TRANSIENT = frozenset({502, 503, 504})
 """Answers that say "try again shortly" (the API while its Redis restarts, a proxy while the API restarts)."""
 
+WORKERS_FIRST_S = 3.0
+WORKERS_EVERY_S = 10.0
+"""While ``wait`` waits, it asks the service whether any worker answers (``/readyz``) once the scan has gone on
+for ``WORKERS_FIRST_S``, then every ``WORKERS_EVERY_S``: with none, a scan waits for ever, and says nothing."""
+
 OUTAGE_PATIENCE_S = 120.0
 """How long ``wait`` rides out a service that is unavailable (``TRANSIENT`` answers, no answer at all) while
 its scan goes on, before it gives up: as long as the workers wait for Redis."""
@@ -130,6 +135,20 @@ class ServiceClient:
         result: dict[str, Any] = self._call("DELETE", f"/api/v1/scans/{job_id}").json()
         return result
 
+    def workers_answering(self) -> bool | None:
+        """Whether any worker answers the service's ping (its ``/readyz``); None when the service cannot tell
+        (Redis down, no answer, a server of another kind)."""
+        import httpx
+
+        try:
+            body = self.http.get("/readyz").json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        if not isinstance(body, dict) or body.get("redis") != "ok":
+            return None
+        answering = body.get("workers_answering")
+        return answering if isinstance(answering, bool) else None
+
     def wait(
         self,
         job_id: str,
@@ -137,11 +156,16 @@ class ServiceClient:
         on_status: Callable[[dict[str, Any]], None] | None = None,
         interval: float = 0.2,
         max_interval: float = 2.0,
+        on_workers: Callable[[bool], None] | None = None,
     ) -> dict[str, Any]:
         """Poll until the job ends (the interval grows from ``interval`` to ``max_interval``). A service that
-        is unavailable meanwhile is asked again, for up to ``OUTAGE_PATIENCE_S`` (and within ``timeout``)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        is unavailable meanwhile is asked again, for up to ``OUTAGE_PATIENCE_S`` (and within ``timeout``).
+        ``on_workers`` is told when no worker answers any more (False), and when one answers again (True)."""
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
         outage: float | None = None
+        ask_workers, answering = started + WORKERS_FIRST_S, True
+        seen: tuple[Any, Any] = (None, None)
         while True:
             try:
                 state = self.status(job_id)
@@ -156,8 +180,21 @@ class ServiceClient:
             outage = None
             if on_status is not None:
                 on_status(state)
+            moved = (state["status"], state.get("progress")) != seen
+            seen = (state["status"], state.get("progress"))
+            if on_workers is not None and not answering and moved and state["status"] != "cancelled":
+                # the scan moved on (a cancel aside, only a worker moves it): one is at it
+                answering = True
+                on_workers(True)
             if state["status"] in ENDED:
                 return state
+            if on_workers is not None and time.monotonic() >= ask_workers:
+                # while none answers, ask again at the polling pace: a worker that starts is told at once
+                ask_workers = time.monotonic() + (WORKERS_EVERY_S if answering else max_interval)
+                now_answering = self.workers_answering()
+                if now_answering is not None and now_answering != answering:
+                    answering = now_answering
+                    on_workers(answering)
             if deadline is not None and time.monotonic() > deadline:
                 url = f"{self.server}/api/v1/scans/{job_id}"
                 raise ServiceError(

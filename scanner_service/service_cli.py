@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,8 @@ def register(main: click.Group) -> None:
                             click.echo(f"{job['id']} {job['status']} {job['url']}{note}")
                         return
                     show = _progress_printer() if is_terminal(sys.stderr) else None
-                    state = client.wait(job["id"], timeout=timeout, on_status=show)
+                    notice = _workers_notice(job, show is not None)
+                    state = client.wait(job["id"], timeout=timeout, on_status=show, on_workers=notice)
                     if show is not None:
                         click.echo("", err=True)
                     if state["status"] != "succeeded":
@@ -125,6 +127,25 @@ def register(main: click.Group) -> None:
         except ServeError as exc:
             raise Failure(DscanError(str(exc))) from exc
         sys.exit(status)
+
+
+def _workers_notice(job: dict[str, Any], progress: bool) -> Callable[[bool], None]:
+    """What ``submit --wait`` says on standard error when no worker answers the service (the scan then waits
+    until one starts, which may be never), and when one answers again (on a line of its own, below the
+    progress line when there is one)."""
+    start = "\n" if progress else ""
+
+    def say(answering: bool) -> None:
+        if answering:
+            click.echo(f"{start}dscan: a worker answers again; scan {job['id']} goes on", err=True)
+        else:
+            click.echo(
+                f"{start}dscan: no worker answers the service: scan {job['id']} waits until one starts "
+                "(`celery -A workers.app worker`); --timeout bounds the wait",
+                err=True,
+            )
+
+    return say
 
 
 def _progress_printer() -> Any:

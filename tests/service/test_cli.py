@@ -249,6 +249,26 @@ def test_serve_without_redis_server_says_what_to_do(monkeypatch: pytest.MonkeyPa
     assert out.returncode == 2 and "data roots" in out.stderr
 
 
+def test_submit_wait_says_when_no_worker_answers_and_when_one_does(make_service: Callable[..., Service]) -> None:
+    """With no worker, a scan waits until one starts: ``submit --wait`` waited in silence (for ever, without
+    --timeout). It says so on standard error, says when a worker answers, and then ends as ``scan`` would."""
+    svc = make_service(workers=[])
+    small = str(svc.data_root / "small")
+    cmd = [sys.executable, "-m", "scanner_service.cli", "submit", small, "--server", svc.url, "--wait", "--force"]
+    proc = subprocess.Popen([*cmd, "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert "dscan: no worker answers the service: scan " in first and "waits until one starts" in first, first
+        svc.start_worker(1)
+        out, rest = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert "dscan: a worker answers again; scan " in rest, rest
+    assert proc.returncode == 0, (out, rest)
+    assert "PASSED" in out
+
+
 @pytest.mark.parametrize("command", ["worker", "api"])
 def test_a_worker_or_api_with_bad_settings_says_which_variable_in_one_line(command: str, tmp_path: Path) -> None:
     """The standard commands of docs/service.md, started without a required setting, or with a data root that is

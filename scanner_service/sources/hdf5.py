@@ -643,6 +643,11 @@ def _rows_text(start: int, stop: int) -> str:
     return f"rows {start}-{stop - 1}" if stop - start > 1 else f"row {start}"
 
 
+_NO_LINK = object()
+"""What ``_TolerantWalk`` asks h5py to answer for a link it cannot describe (a damaged group's B-tree or heap):
+not a soft link to skip, but an object to open, or to report as lost."""
+
+
 class _TolerantWalk:
     """``visititems`` opening object by object, for a file where HDF5's own visit stops at an object it
     cannot describe: an object that cannot be opened is ``lost`` (an unreadable-file finding), the rest is
@@ -666,9 +671,10 @@ class _TolerantWalk:
         for name in names:
             full = f"{prefix}{name}"
             try:
-                if not isinstance(group.get(name, getlink=True), h5py.HardLink):
-                    continue
-                obj = group[name]
+                link = group.get(name, _NO_LINK, getlink=True)  # (h5py answers the default when it cannot tell)
+                if link is not _NO_LINK and not isinstance(link, h5py.HardLink):
+                    continue  # a soft or external link: not followed
+                obj = group[name]  # a link it cannot tell: opened, or lost with HDF5's reason
                 key = hash(obj.id)
             except (OSError, RuntimeError, ValueError, KeyError) as exc:
                 where = Location(path=self.rel, line=self.line, dataset=printable("/" + full))

@@ -300,6 +300,33 @@ def test_one_damaged_object_costs_only_itself(tmp_path: Path, rng: np.random.Gen
     assert lost.dataset == "/g1" and "links cannot be read" in (lost.detail or "")
 
 
+def test_a_member_whose_link_cannot_be_described_is_lost_not_skipped(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A damaged key in a group's B-tree node (a heap offset past the group's local heap): the group lists the
+    member, but HDF5 can neither describe its link nor open it. It was skipped as if it were a soft link: the
+    NaN in it unreported and the file passed. It is unreadable-file at its name; the rest is scanned."""
+    import re
+
+    path = tmp_path / "lost.h5"
+    with h5py.File(path, "w", libver="earliest") as fh:
+        fh.create_group("grp/sub").create_dataset("data", data=nan_at(300, 5, rng), chunks=(32, 4))
+        fh["label"] = np.arange(300) % 3
+    raw = path.read_bytes()
+    nodes = [m.start() for m in re.finditer(b"TREE", raw) if raw[m.start() + 4] == 0]  # group nodes (type 0)
+    lost_one = None
+    for node in nodes:  # the node of /grp/sub (the file's layout decides which one it is)
+        damaged = bytearray(raw)
+        damaged[node + 29] = 0xBC  # byte 5 of the node's first key: an offset far past the local heap
+        path.write_bytes(bytes(damaged))
+        report = run_scan(path)
+        found = finding(report, "S001")
+        if found is not None and [loc.dataset for loc in found.locations] == ["/grp/sub/data"]:
+            lost_one = found.locations[0]
+            break
+    assert lost_one is not None, "no damaged node costs /grp/sub/data alone"
+    assert "cannot be opened" in (lost_one.detail or "") and "local heap" in (lost_one.detail or "")
+    assert not report.summary.passed and report.labels[0].total == 300  # the labels beside it are read
+
+
 def test_types_numpy_cannot_hold_and_files_without_data(tmp_path: Path, rng: np.random.Generator) -> None:
     """A 24-bit integer dataset (24-bit PCM audio from C writers) stopped the scan with a traceback; a file of
     groups and attributes only passed without a word."""

@@ -53,7 +53,7 @@ from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segmen
 from .naming import LABEL_NAMES, is_label_name, split_folder, split_of, split_stream
 from .npy_fields import FieldPath, field_dtype, field_text, leaf_fields, pick
 from .npy_files import NPY_MAGIC, ZIP_MAGIC, folder_arrays, is_numpy_source
-from .npy_zip import METHODS, Member, MemberStream, listed_members, recovered_members
+from .npy_zip import METHODS, OTHER_METHODS, Member, MemberStream, listed_members, recovered_members
 from .walk import LINK_OUT, UNLISTABLE, Outside
 
 HEADER_MAX = 1 << 20
@@ -431,8 +431,15 @@ class NumpySource(Source):
             if member.encrypted:
                 partial.add("S001", here.model_copy(update={"detail": "an encrypted member: numpy cannot read it"}))
                 continue
-            if member.method not in METHODS:
-                self._notes["not_scanned"].append(f"{rel}:{shown} (zip compression method {member.method})")
+            if member.method not in METHODS:  # np.load raises on it: a damaged field, or a writer numpy cannot read
+                known = OTHER_METHODS.get(member.method)
+                what = (
+                    f"{member.method} ({known})"
+                    if known
+                    else f"{member.method}, which no zip writer uses (a damaged field?)"
+                )
+                detail = f"zip compression method {what}: numpy cannot read this member"
+                partial.add("S001", here.model_copy(update={"detail": detail}))
                 continue
             stream = MemberStream(fd, member, size)
             try:

@@ -23,6 +23,23 @@ LOCAL_SIGNATURE = b"PK\x03\x04"
 ZIP64_EXTRA = 0x0001
 STORED, DEFLATED, BZIP2, LZMA = 0, 8, 12, 14
 METHODS = {STORED: "stored", DEFLATED: "deflated", BZIP2: "bzip2", LZMA: "lzma"}
+OTHER_METHODS = {
+    1: "shrunk",
+    6: "imploded",
+    9: "deflate64",
+    10: "PKWARE imploding",
+    18: "IBM TERSE",
+    19: "IBM LZ77",
+    93: "zstandard",
+    94: "MP3",
+    95: "xz",
+    96: "JPEG",
+    97: "WavPack",
+    98: "PPMd",
+    99: "AES encrypted",
+}
+"""Compression methods of the zip specification (APPNOTE.TXT 4.4.5) that Python's ``zipfile``, and so
+``np.load``, cannot read."""
 DAMAGED = (zlib.error, lzma.LZMAError, OSError, EOFError, ValueError)
 """What the decompressors raise for damaged data (bz2: OSError; an LZMA member's header: ValueError)."""
 RAW_READ = 1 << 20

@@ -192,3 +192,27 @@ def test_members_zipfile_refuses_to_open_are_unreadable(tmp_path: Path) -> None:
         found = finding(run_scan(path), "S001")
         assert found is not None and [loc.dataset for loc in found.locations] == [member], path
         assert (found.locations[0].detail or "").startswith(why), found.locations[0].detail
+
+
+@pytest.mark.parametrize(("method", "named"), [(151, "which no zip writer uses"), (93, "(zstandard)")])
+def test_a_member_of_a_compression_method_numpy_cannot_read_is_unreadable(
+    tmp_path: Path, method: int, named: str
+) -> None:
+    """A member whose directory entry names a compression method zipfile does not implement (a damaged field,
+    or a writer's zstandard): np.load raises on it, and it passed with a note. The other member is scanned."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((200, 6)).astype(np.float32)
+    x[33, 2] = np.nan
+    path = tmp_path / "method.npz"
+    np.savez_compressed(path, x=x, y=np.arange(200) % 4)
+    data = bytearray(path.read_bytes())
+    central = data.find(b"PK\x01\x02")
+    assert data[central + 46 : central + 51] == b"x.npy"
+    data[central + 10 : central + 12] = method.to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+    with np.load(path) as loaded, pytest.raises(NotImplementedError):
+        loaded["x"]
+    report = run_scan(path)
+    (lost,) = finding(report, "S001").locations
+    assert lost.dataset == "x" and named in (lost.detail or "") and "numpy cannot read" in (lost.detail or "")
+    assert not report.summary.passed and report.labels[0].total == 200

@@ -201,6 +201,10 @@ class LabelTally(BaseModel):
     histogram: dict[int, int] = Field(default_factory=dict)
     nonint: int = 0
     nonint_locations: FindingTally = Field(default_factory=FindingTally)
+    nan_locations: FindingTally = Field(default_factory=FindingTally)
+    inf_locations: FindingTally = Field(default_factory=FindingTally)
+    """NaN and infinite float labels: label-invalid where the labels are classes, nan-value and inf-value where
+    they are regression targets (which the merged counts decide)."""
     runs: list[LabelRun] = Field(default_factory=list)
     run_threshold: int = 0
     onehot: OneHotTally | None = None
@@ -222,6 +226,8 @@ class LabelTally(BaseModel):
             histogram=hist,
             nonint=self.nonint + other.nonint,
             nonint_locations=self.nonint_locations.merged(other.nonint_locations, cap),
+            nan_locations=self.nan_locations.merged(other.nan_locations, cap),
+            inf_locations=self.inf_locations.merged(other.inf_locations, cap),
             runs=coalesce_runs([*self.runs, *other.runs], max(self.run_threshold, other.run_threshold)),
             run_threshold=max(self.run_threshold, other.run_threshold),
             onehot=onehot,

@@ -9,6 +9,7 @@ import numpy as np
 from ..context import ScanContext
 from ..items import LabelBlock
 from ..labels import is_classification, onehot_mode
+from ..location import Location
 from ..partial import FindingTally
 from ..severity import Severity
 from .base import Check
@@ -18,7 +19,9 @@ CHECK = Check(
     name="label-invalid",
     severity=Severity.ERROR,
     summary=(
-        "Finds labels that are NaN, infinite, negative, not whole numbers, or ≥ K when K classes are expected; "
+        "Finds labels that are NaN, infinite, negative, not whole numbers, or ≥ K when K classes are expected "
+        "(float labels that are mostly fractional are regression targets, judged by no class check: a NaN or "
+        "infinite one is nan-value or inf-value); "
         "in one-hot label arrays (N×K of 0/1), rows with no 1 or several 1s and values other than 0 and 1 "
         "(in multi-hot arrays, values other than 0 and 1)."
     ),
@@ -66,22 +69,29 @@ def on_labels(block: LabelBlock, ok: np.ndarray[Any, Any], ctx: ScanContext) -> 
     bad = ~ok
     if k is not None:
         bad |= ok & (values >= k)
-    # Finite float values that are no class id (fractional, negative, beyond 2**53) are invalid only where the
-    # float labels are classes, which the merged counts decide: they wait for finalize. NaN and Inf are
-    # invalid either way (a regression target too makes the loss NaN).
-    deferred = bad & np.isfinite(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
-    bad &= ~deferred
-    idx = np.flatnonzero(bad)
+    # Float values that are no class id (fractional, negative, beyond 2**53, NaN, Inf) are label-invalid only
+    # where the float labels are classes, which the merged counts decide: they wait for finalize. (NaN and Inf
+    # in regression targets are nan-value and inf-value there: they make the loss NaN too.)
+    floats = values.dtype.kind == "f"
+    deferred = bad if floats else np.zeros(values.shape, bool)
+    idx = np.flatnonzero(bad & ~deferred)
     cap = ctx.partial.cap
     if idx.size:
         locs = [block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}) for i in idx[:cap]]
         ctx.emit_many(CHECK.code, int(idx.size), int(idx.size), locs)
-    frac = np.flatnonzero(deferred)
-    if frac.size and ctx.wants(CHECK.code):  # fractional ones counted by the label prepass; here where they are
-        tally = ctx.partial.labels[block.stream]
-        locs = [block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}) for i in frac[:cap]]
-        sample = FindingTally(count=int(frac.size), values=int(frac.size), locations=locs)
-        tally.nonint_locations = tally.nonint_locations.merged(sample, cap)
+    if not floats or not deferred.any():
+        return
+    tally = ctx.partial.labels[block.stream]
+    for field, mask in (
+        ("nonint_locations", deferred & np.isfinite(values)),  # fractional ones also counted by the label prepass
+        ("nan_locations", deferred & np.isnan(values)),
+        ("inf_locations", deferred & np.isinf(values)),
+    ):
+        where = np.flatnonzero(mask)
+        if where.size:
+            locs = [block.locate(int(i)).model_copy(update={"detail": _describe(values[i], k)}) for i in where[:cap]]
+            sample = FindingTally(count=int(where.size), values=int(where.size), locations=locs)
+            setattr(tally, field, getattr(tally, field).merged(sample, cap))
 
 
 def finalize(ctx: ScanContext) -> None:
@@ -100,6 +110,14 @@ def finalize(ctx: ScanContext) -> None:
                     if where.count:
                         ctx.emit_many(CHECK.code, where.count, where.values, where.sorted_locations())
             continue
-        if tally.nonint_locations.count and is_classification(tally, ctx.config.num_classes):
-            extra = tally.nonint_locations
-            ctx.emit_many(CHECK.code, extra.count, extra.values, extra.sorted_locations())
+        classes = is_classification(tally, ctx.config.num_classes)
+        found = [tally.nonint_locations, tally.nan_locations, tally.inf_locations] if classes else []
+        for where in found:
+            if where.count:
+                ctx.emit_many(CHECK.code, where.count, where.values, where.sorted_locations())
+        if not classes:  # regression targets: a NaN or Inf one is a value that makes the loss NaN
+            for code, where in (("V001", tally.nan_locations), ("V002", tally.inf_locations)):
+                if where.count:
+                    said = (str(loc.detail).replace("label is", "regression target is", 1) for loc in where.locations)
+                    locs = [loc.model_copy(update={"detail": d}) for loc, d in zip(where.locations, said, strict=True)]
+                    ctx.emit_many(code, where.count, where.values, sorted(locs, key=Location.sort_key))

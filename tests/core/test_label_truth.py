@@ -103,12 +103,23 @@ def test_whole_negative_regression_targets_are_no_invalid_labels(tmp_path: Path)
     assert found.count == 400  # every other target is fractional
 
 
-def test_nan_regression_targets_are_still_invalid(tmp_path: Path) -> None:
+def test_nan_and_inf_regression_targets_are_nan_value_and_inf_value(tmp_path: Path) -> None:
+    """A NaN or infinite regression target makes the loss NaN as a NaN feature does: nan-value and inf-value at
+    its row (label-invalid is for class ids); with a class count the same values are labels, and invalid."""
     rng = np.random.default_rng(4)
     targets = rng.normal(size=100)
-    targets[7] = np.nan
-    report = run_scan(write_h5(tmp_path / "r.h5", {"y": targets}), workers=1)
-    assert [(loc.index, loc.detail) for loc in finding(report, "L002").locations] == [(7, "label is NaN")]
+    targets[7], targets[40] = np.nan, -np.inf
+    path = write_h5(tmp_path / "r.h5", {"y": targets})
+    for workers, block_bytes in ((1, 1 << 20), (2, 64)):
+        report = run_scan(path, workers=workers, block_bytes=block_bytes, shard_bytes=512)
+        assert report.labels[0].kind == "continuous" and finding(report, "L002") is None
+        nan, inf = finding(report, "V001"), finding(report, "V002")
+        assert [(loc.index, loc.detail) for loc in nan.locations] == [(7, "regression target is NaN")]
+        assert [(loc.index, loc.detail) for loc in inf.locations] == [(40, "regression target is -Inf")]
+    classes = finding(run_scan(path, workers=1, num_classes=3, max_locations=1000), "L002")
+    assert {7: "label is NaN", 40: "label is -Inf"}.items() <= {
+        loc.index: loc.detail for loc in classes.locations
+    }.items()
 
 
 def test_huge_whole_float_labels_are_not_called_fractional(tmp_path: Path) -> None:

@@ -347,6 +347,12 @@ class Store:
         job = self.get_job(str(job_id))
         return job if job is not None and job.reusable() else None
 
+    def adopt_duplicate(self, job: JobRecord) -> None:
+        """A job that succeeded answers its request from now on (a forced re-scan replaces the earlier one)."""
+        digest = self.redis.hget(self.job_key(job.id), "dedup")
+        if digest:
+            self.redis.set(self.dedup_key(str(digest)), job.id, ex=self.retention)
+
     def create_job(
         self,
         job_id: str,
@@ -368,7 +374,9 @@ class Store:
                 if existing is not None:
                     return existing
                 self.redis.set(self.dedup_key(digest), job_id, ex=self.retention)
-        elif digest is not None:
+        elif digest is not None and self.find_duplicate(digest) is None:
+            # a forced scan takes the request's place only where no kept job answers it: until it succeeds
+            # (``adopt_duplicate``), the same request still finds the earlier scan, should it be cancelled or fail
             self.redis.set(self.dedup_key(digest), job_id, ex=self.retention)
         fields: dict[str | bytes, str | bytes | float | int] = {
             "id": job_id,

@@ -365,6 +365,8 @@ def end(st: Store, job_id: str, status: JobStatus, **fields: str | float | int) 
         return False
     job = st.get_job(job_id)
     if job is not None:
+        if status is JobStatus.SUCCEEDED:
+            st.adopt_duplicate(job)
         st.record_end(status, job.duration_s, job.progress.items_done, job.progress.bytes_done)
         if job.callback_url:
             send_callback.delay(job_id)

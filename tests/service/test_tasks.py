@@ -277,3 +277,31 @@ def test_job_counts_leave_out_jobs_whose_records_expired(tasks: Any, tmp_path: P
         return next(s.value for s in jobs.samples if s.labels["status"] == "queued")
 
     assert queued() == 0
+
+
+def test_a_forced_scan_answers_its_request_only_once_it_succeeds(tasks: Any, tmp_path: Path) -> None:
+    """The same request on unchanged data finds the scan that answered it: a forced re-scan took its place at
+    once, so when it was cancelled (or failed) the earlier good scan was no longer found and a new one ran."""
+    st = tasks.store()
+    job: dict[str, Any] = {"path": str(tmp_path), "target": str(tmp_path), "options": {}, "callback_url": None}
+    first = uuid.uuid4().hex
+    st.create_job(first, digest="d1", **job)
+    st.record_linked(first, {})  # it read no file outside the dataset
+    assert tasks.end(st, first, JobStatus.SUCCEEDED)
+    forced = uuid.uuid4().hex
+    st.create_job(forced, digest="d1", force=True, **job)
+    found = st.find_duplicate("d1")
+    assert found is not None and found.id == first  # while it runs, the earlier scan still answers
+    st.cancel(forced)
+    found = st.find_duplicate("d1")
+    assert found is not None and found.id == first
+    again = uuid.uuid4().hex
+    st.create_job(again, digest="d1", force=True, **job)
+    st.record_linked(again, {})
+    assert tasks.end(st, again, JobStatus.SUCCEEDED)
+    found = st.find_duplicate("d1")
+    assert found is not None and found.id == again  # the newest good scan answers from now on
+    lone = uuid.uuid4().hex
+    st.create_job(lone, digest="d2", force=True, **job)  # forced with no earlier scan: it holds the request
+    found = st.find_duplicate("d2")
+    assert found is not None and found.id == lone

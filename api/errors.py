@@ -69,7 +69,8 @@ def validation_message(errors: list[dict[str, object]], json_body: bool = True) 
 def unparsable_body(exc: HTTPException) -> dict[str, object] | None:
     """The validation error of a body FastAPI could not decode, which it answers with a 400 that does not
     say why ("There was an error parsing the body"); the exception it chains says: bytes that are not text
-    in the JSON's encoding, or arrays and objects nested deeper than the JSON parser goes. None otherwise."""
+    in the JSON's encoding, arrays and objects nested deeper than the JSON parser goes, or an integer longer
+    than Python converts. None otherwise."""
     cause = exc.__cause__
     if exc.status_code != 400:
         return None
@@ -83,6 +84,8 @@ def unparsable_body(exc: HTTPException) -> dict[str, object] | None:
         }
     if isinstance(cause, RecursionError):
         return {"type": "json_too_deep", "loc": ("body",), "msg": "JSON nested too deeply"}
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):  # Python's 4,300-digit limit
+        return {"type": "int_too_long", "loc": ("body",), "msg": "a number with more than 4,300 digits"}
     return None
 
 

@@ -226,8 +226,12 @@ DEEP = b"[" * 5000 + b"]" * 5000
         (b'{"path": "a\xff.h5"}', "invalid request: body: not valid UTF-8 (byte 0xff at position 11)"),
         (DEEP, "invalid request: body: JSON nested too deeply"),
         (b'{"path": "small", "select": ' + DEEP + b"}", "invalid request: body: JSON nested too deeply"),
+        (
+            b'{"path": "small", "batch_size": ' + b"9" * 5000 + b"}",
+            "invalid request: body: a number with more than 4,300 digits",
+        ),
     ],
-    ids=["not-utf8", "nested-5000-deep", "field-nested-5000-deep"],
+    ids=["not-utf8", "nested-5000-deep", "field-nested-5000-deep", "int-of-5000-digits"],
 )
 def test_bodies_json_cannot_decode_are_422_saying_why(service: Service, body: bytes, detail: str) -> None:
     """FastAPI answers these 400 "There was an error parsing the body"; like malformed JSON, they are 422

@@ -47,7 +47,7 @@ class ServiceClient:
                 "control or non-ASCII characters): copy it again"
             )
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.server = server.rstrip("/")
+        self.server = service_url(server)
         try:
             self.http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
         except (httpx.InvalidURL, ValueError) as exc:
@@ -215,12 +215,37 @@ def _utf8(text: str) -> bool:
     return True
 
 
+ANSWER_SHOWN = 200
+"""Characters of an error answer that is no dscan service's (an HTML error page) shown in the message."""
+
+
 def _detail(response: httpx.Response) -> str:
-    """What an error answer says: the API's ``detail``, else its text, else the reason phrase."""
+    """What an error answer says: the API's ``detail``; else its text (the start of it, as one line; for an
+    HTML page its title), else the reason phrase."""
+    import re
+
     try:
         body = response.json()
     except ValueError:
         body = None
     if isinstance(body, dict) and "detail" in body:
         return str(body["detail"])
-    return response.text.strip() or response.reason_phrase
+    text = response.text.strip()
+    title = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+    if title is not None:
+        text = f"an HTML page titled {' '.join(title.group(1).split())!r}"
+    text = " ".join(text.split())
+    if len(text) > ANSWER_SHOWN:
+        text = text[:ANSWER_SHOWN] + "…"
+    hint = " (is --server the service's base address, without /api/v1?)" if response.status_code == 404 else ""
+    return (text or response.reason_phrase) + hint
+
+
+def service_url(server: str) -> str:
+    """The base address of the service as given (``--server``, ``DSCAN_SERVER``): ``http://`` when it names
+    no scheme (``localhost:8000``), and without a trailing ``/api/v1`` (the API's own prefix, which the
+    client adds)."""
+    url = server.strip().rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
+    return url.removesuffix("/api/v1").rstrip("/")

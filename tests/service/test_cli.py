@@ -145,6 +145,46 @@ def test_submit_to_a_server_that_is_no_dscan_service_exits_2(tmp_path: Path, nam
     assert out.stderr.splitlines() == [out.stderr.strip()] and "did not answer as a dscan service does" in out.stderr
 
 
+def test_submit_takes_a_server_address_without_scheme_or_with_the_api_prefix(service: Service) -> None:
+    """``--server localhost:8000`` failed with "unsupported protocol 'localhost://'", and ``--server
+    URL/api/v1`` with a bare "404: Not Found": both name the service."""
+    small = str(service.data_root / "small")
+    for server in (service.url.removeprefix("http://"), service.url + "/api/v1/", service.url + "/"):
+        out = dscan("submit", small, "--server", server, "--token", TOKEN, "--wait", "--format", "json")
+        assert out.returncode == 0, (server, out.stderr)
+        assert json.loads(out.stdout)["summary"]["passed"]
+
+
+def test_an_error_page_of_another_server_is_named_by_its_title_not_pasted_whole(tmp_path: Path) -> None:
+    """A proxy's or another server's HTML error page (404 here) came back whole in the message."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = b"<html><head><title>404 Not Found</title></head><body>" + b"<p>filler</p>" * 500 + b"</body></html>"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        out = dscan("submit", str(tmp_path), "--server", url, "--wait", cwd=tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert "an HTML page titled '404 Not Found'" in line and "without /api/v1" in line and "filler" not in line
+
+
 @pytest.mark.parametrize("timeout", ["-1", "0"])
 def test_submit_timeout_that_is_no_wait_is_a_bad_option(tmp_path: Path, timeout: str) -> None:
     """``--timeout -1`` was taken, and then reported as "did not end within -1 s"."""

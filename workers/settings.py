@@ -61,7 +61,8 @@ def redact_url(url: str) -> str:
 class Settings(BaseSettings):
     """Everything the API and the workers are configured with."""
 
-    model_config = SettingsConfigDict(env_prefix="DSCAN_", extra="ignore", frozen=True)
+    # (a variable set but empty takes the default: docker-compose.yml passes every setting on as `${NAME:-}`)
+    model_config = SettingsConfigDict(env_prefix="DSCAN_", extra="ignore", frozen=True, env_ignore_empty=True)
 
     redis_url: str = Field(description="Redis URL: broker, result backend, job records and reports")
     data_roots: Annotated[list[Path], NoDecode] = Field(description="folders whose datasets may be scanned")

@@ -52,6 +52,32 @@ def test_datasets_read_only_and_secrets_required(compose: dict[str, Any]) -> Non
     assert not re.search(r"DSCAN_API_TOKENS:\s*[A-Za-z0-9]", text)  # no literal secret
 
 
+def test_every_setting_reaches_the_containers_and_unset_means_default(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Settings set in the environment or .env (DSCAN_NODE_TTL_S, DSCAN_LOG_LEVEL ...) were used for the
+    compose file's own substitution only and never reached the containers; each is passed on now, as
+    `${NAME:-}`: unset, it arrives empty, and an empty setting takes its default."""
+    from workers.settings import Settings
+
+    names = {f"DSCAN_{name.upper()}" for name in Settings.model_fields}
+    api, worker = (compose["services"][s]["environment"] for s in ("api", "worker"))
+    assert names <= set(api) and names - {"DSCAN_API_TOKENS"} <= set(worker)
+    fixed = {"DSCAN_REDIS_URL", "DSCAN_DATA_ROOTS", "DSCAN_API_TOKENS"}
+    for name in names - fixed:
+        assert api[name] == worker[name] == f"${{{name}:-}}", name
+    for name in names:
+        monkeypatch.delenv(name, raising=False)
+    empty = {name: "" for name in names - fixed}
+    settings = Settings(**{"redis_url": "redis://127.0.0.1:6379/0", "data_roots": str(tmp_path)})  # type: ignore[arg-type]
+    for name, value in empty.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DSCAN_REDIS_URL", "redis://127.0.0.1:6379/0")
+    monkeypatch.setenv("DSCAN_DATA_ROOTS", str(tmp_path))
+    assert Settings() == settings  # type: ignore[call-arg]
+    assert compose["services"]["worker"]["stop_grace_period"] == "2m"  # shards under way finish on a stop
+
+
 def _words(command: Any) -> list[str]:
     return command if isinstance(command, list) else shlex.split(command)
 

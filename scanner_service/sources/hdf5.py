@@ -1049,6 +1049,7 @@ class Hdf5Source(Source):
             if not self._filters_available(obj, rel, line, shown, partial):
                 return
             if shape is None:  # a null dataspace (h5py.Empty): a placeholder that holds no value, by design
+                seen.pop()  # (a file of placeholders only holds no data: empty-dataset, as one of groups only)
                 return
             here = Location(path=rel, line=line, dataset=shown)
             if math.prod(shape) == 0 if shape else False:

@@ -41,6 +41,11 @@ def test_a_null_dataspace_is_a_placeholder_not_a_damaged_dataset(tmp_path: Path)
     report = run_scan(path)
     assert codes(report) == set()
     assert [s.dataset for s in report.statistics] == ["/x"]
+    alone = tmp_path / "placeholders-only.h5"  # no data at all, as a file of groups only: it passed
+    with h5py.File(alone, "w") as fh:
+        fh.create_dataset("data", data=h5py.Empty("f4"))
+    report = run_scan(alone)
+    assert codes(report) == {"S006", "S008"} and "no dataset" in (finding(report, "S006").locations[0].detail or "")
 
 
 def test_file_names_that_are_not_utf8_reach_json_readably(tmp_path: Path) -> None:

@@ -643,6 +643,18 @@ def _rows_text(start: int, stop: int) -> str:
     return f"rows {start}-{stop - 1}" if stop - start > 1 else f"row {start}"
 
 
+def enum_classes(dtype: np.dtype[Any]) -> list[str]:
+    """The class names of an HDF5 enum label type (``h5py.enum_dtype({"cat": 0, "dog": 1})``) by value, when its
+    values are the class ids 0..K-1; else none (an enum of other values names no class ids)."""
+    mapping = h5py.check_enum_dtype(dtype)
+    if not mapping:
+        return []
+    by_value = {int(value): str(name) for name, value in mapping.items()}
+    if sorted(by_value) != list(range(len(by_value))):
+        return []
+    return [by_value[i] for i in range(len(by_value))]
+
+
 _NO_LINK = object()
 """What ``_TolerantWalk`` asks h5py to answer for a link it cannot describe (a damaged group's B-tree or heap):
 not a soft link to skip, but an object to open, or to report as lost."""
@@ -941,6 +953,9 @@ class Hdf5Source(Source):
                 width = ds.shape[1] if ds.onehot else None
                 tally = label_tally(partial, stream, ds.dtype.kind, self.config.run_threshold, width)
                 tally.path, tally.dataset = rel, name
+                names = enum_classes(ds.dtype)
+                if len(names) > len(tally.classes):  # an HDF5 enum names the classes, and says how many
+                    tally.classes = names
                 start = stream_offsets.get(stream, 0)
                 stream_offsets[stream] = start + ds.rows
             else:

@@ -177,3 +177,27 @@ def test_runs_and_counts_do_not_depend_on_blocks_or_workers(
         histogram = report.labels[0].histogram  # (a class below the largest that no block drew: missing, 0)
         assert {r.label: r.count for r in histogram if r.count} == dict(Counter(labels.tolist()))
         assert all(r.missing for r in histogram if not r.count)
+
+
+@pytest.mark.parametrize("rows", [30, 300_000], ids=["small", "large"])
+def test_an_hdf5_enum_label_type_names_the_classes_and_their_count(tmp_path: Path, rows: int) -> None:
+    """``h5py.enum_dtype({"cat": 0, "dog": 1, "bird": 2})``: the type declares 3 classes, so a class no sample
+    has is missing without --num-classes, and the report names the classes; an enum of other values names none."""
+    import h5py
+
+    path = tmp_path / "enum.h5"
+    with h5py.File(path, "w") as fh:
+        fh["data"] = np.random.default_rng(0).random((rows, 2), dtype=np.float32)
+        kind = h5py.enum_dtype({"cat": 0, "dog": 1, "bird": 2}, basetype="i1")
+        fh.create_dataset("label", data=(np.arange(rows) % 2).astype("i1"), dtype=kind)
+    report = run_scan(path)
+    missing = finding(report, "L003")
+    assert missing is not None and missing.locations[0].detail == "class 2 (bird)"
+    assert [(row.label, row.name) for row in report.labels[0].histogram] == [(0, "cat"), (1, "dog"), (2, "bird")]
+    assert report.labels[0].num_classes == 3
+    sparse = tmp_path / "sparse.h5"
+    with h5py.File(sparse, "w") as fh:
+        fh["data"] = np.random.default_rng(0).random((30, 2), dtype=np.float32)
+        kind = h5py.enum_dtype({"low": 10, "high": 20}, basetype="i1")
+        fh.create_dataset("label", data=np.where(np.arange(30) % 2, 10, 20).astype("i1"), dtype=kind)
+    assert finding(run_scan(sparse), "L003") is None

@@ -489,19 +489,24 @@ class ImageListSource(ImageFilesSource):
             if misread is not None:
                 self._syntax(partial, n, misread)
                 continue
+            # A line whose label is bad still names its image: it is judged too (unlabelled), so that a run
+            # does not first fail on the label and, once that is mended, on the image.
             if token is None:
                 if text[:1].isspace() and _number(entry) is not None:  # " 3": Caffe reads an empty path
                     self._syntax(partial, n, f"no path before the label {entry!r} (expected 'path label')")
                 else:
                     self._syntax(partial, n, f"no label after {entry!r} (expected 'path label')")
+                    rows.append((n, entry, None))
                 continue
             label = _number(token)
             if label is None:
                 self._syntax(partial, n, f"label {token!r} is not a number (expected 'path label')")
+                rows.append((n, entry, None))
                 continue
             if isinstance(label, float) and "e" in token.lower() and math.isfinite(label):
                 # Caffe's atoi reads '1e3' as 1, Python's int() refuses it: no reader gets 1000
                 self._syntax(partial, n, f"label {token!r} has an exponent (Caffe reads {_atoi(token)}, int() fails)")
+                rows.append((n, entry, None))
                 continue
             rows.append((n, entry, label))
         return rows
@@ -595,9 +600,10 @@ class ImageListSource(ImageFilesSource):
                 "the label checks do not run"
             )
             raw_labels = []
-        for n, _, t in raw_labels:
+        for n, e, t in raw_labels:  # (as in a Caffe list, the image of a row with a bad label is judged too)
             if not t:
                 self._syntax(partial, n, f"empty {column!r}")
+                rows.append((n, e, None))
         raw_labels = [(n, e, t) for n, e, t in raw_labels if t]
         numbers = [_number(t) for _, _, t in raw_labels]
         named = sum(x is None for x in numbers)
@@ -605,6 +611,7 @@ class ImageListSource(ImageFilesSource):
             for (n, e, t), x in zip(raw_labels, numbers, strict=True):
                 if x is None:
                     self._syntax(partial, n, f"label {t!r} is not a number (the column holds class ids)")
+                    rows.append((n, e, None))
                 else:
                     rows.append((n, e, x))
         else:  # class names

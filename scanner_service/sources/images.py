@@ -277,7 +277,7 @@ class ImageFilesSource(Source):
         labels: list[Any] | None = spec.get("labels")
         inspected: list[Any] | None = spec.get("inspected")
         if labels is not None:
-            yield self._label_block(spec, paths, lines, labels)
+            yield from self._label_blocks(spec, paths, lines, labels)
         root = self.data_root()
         for i, rel in enumerate(paths):
             line = lines[i]
@@ -327,16 +327,25 @@ class ImageFilesSource(Source):
             if any(x is not None for x in taken):
                 shard.spec["inspected"] = taken
 
-    def _label_block(
+    def _label_blocks(
         self, spec: dict[str, Any], paths: list[str], lines: list[int | None], labels: list[Any]
-    ) -> LabelBlock:
+    ) -> Iterator[LabelBlock]:
+        """The shard's labels, a block for each run of files that have one (a list line whose label is bad
+        names an image without one: it is judged, and its label is left out)."""
         floats = any(isinstance(x, float) for x in labels)
-        values = np.asarray(labels, dtype=np.float64 if floats else np.int64)
+        a, n = 0, len(labels)
+        while a < n:
+            if labels[a] is None:
+                a += 1
+                continue
+            b = next((i for i in range(a, n) if labels[i] is None), n)
+            values = np.asarray(labels[a:b], dtype=np.float64 if floats else np.int64)
 
-        def locate(i: int) -> Location:
-            return Location(path=paths[i], line=lines[i])
+            def locate(i: int, a: int = a) -> Location:
+                return Location(path=paths[a + i], line=lines[a + i])
 
-        return LabelBlock(stream=spec["stream"], labels=values, global_start=spec["start"], locate=locate)
+            yield LabelBlock(stream=spec["stream"], labels=values, global_start=spec["start"] + a, locate=locate)
+            a = b
 
 
 def _folders_above(folder: str, root: str) -> frozenset[tuple[int, int]]:
@@ -356,6 +365,21 @@ def _folders_above(folder: str, root: str) -> frozenset[tuple[int, int]]:
 
 EMPTY_CLASS = "the class folder holds no image: torchvision's ImageFolder raises FileNotFoundError"
 
+
+def _cycle_detail(link: str, root: str) -> str:
+    """What a folder link back to a folder above it is, for its finding: where it leads, and that a loader
+    following links (torchvision's ImageFolder walks with ``os.walk(followlinks=True)``) reads that folder's
+    images again below it, under the link's class, at every turn until the path is too long."""
+    target = os.path.realpath(link)
+    top = os.path.realpath(root)
+    inside = os.path.relpath(target, top) if target.startswith(top + os.sep) else None
+    shown = "the scanned folder itself" if target == top else printable(inside if inside is not None else target)
+    return (
+        f"a link back to {shown}, a folder above it: a loader that follows links (torchvision's "
+        "ImageFolder) reads the images there again below it, under this folder's class, at every turn of the loop"
+    )
+
+
 SPECIAL = "a named pipe, socket or device named as an image: ImageFolder lists it, and opening it blocks or fails"
 
 
@@ -366,9 +390,10 @@ def read_again(fh: io.FileIO) -> bytes:
     return fh.readall()
 
 
-Walked = tuple[list[str], list[str], list[str], list[tuple[str, str]]]
+Walked = tuple[list[str], list[str], list[str], list[tuple[str, str]], list[tuple[str, str]]]
 """What walking a folder meets besides images: (links out of the roots, folders it cannot list, named pipes
-named as images, class folders without an image (folder, detail))."""
+named as images, class folders without an image (folder, detail), folder links back to a folder above them
+(link, detail))."""
 
 
 def walk_files(
@@ -380,6 +405,7 @@ def walk_files(
     links_out: list[str] | None = None,
     unlistable: list[str] | None = None,
     special: list[str] | None = None,
+    cycles: list[tuple[str, str]] | None = None,
 ) -> list[tuple[str, int]]:
     """(path relative to ``root``, size) of the files below ``folder``, in ImageFolder order (sorted
     folders, sorted names within each), skipping non-data. Size -1: the file cannot be stat'ed. Links that
@@ -388,7 +414,10 @@ def walk_files(
     lists, and whose open blocks or fails) go to ``special``, the others are skipped.
 
     A file whose extension is neither an image's nor a known non-image one (``.pts`` landmarks, ``.xlsx``)
-    is scanned only when ``probe`` says it starts like an image; files without an extension always are."""
+    is scanned only when ``probe`` says it starts like an image; files without an extension always are.
+
+    A folder link back to a folder above it (a cycle) is not followed: it goes to ``cycles`` with what it
+    does to a loader that follows it."""
     by_folder: dict[str, list[tuple[str, int]]] = {}
     prefix = len(root.rstrip(os.sep)) + 1
     # folder links are followed, as torchvision's os.walk(followlinks=True) does: a folder reached twice is
@@ -401,7 +430,8 @@ def walk_files(
             st = os.stat(current)
             here = (st.st_dev, st.st_ino)
             if here in above:
-                skipped["folder link cycle"] += 1
+                if cycles is not None:
+                    cycles.append((current[prefix:].replace(os.sep, "/"), _cycle_detail(current, root)))
                 continue
             with os.scandir(current) as it:
                 entries = list(it)
@@ -523,7 +553,8 @@ class ImageFolderSource(ImageFilesSource):
         unlistable: list[str] = []
         special: list[str] = []
         empty: list[tuple[str, str]] = []
-        walked = (links_out, unlistable, special, empty)
+        cycles: list[tuple[str, str]] = []
+        walked = (links_out, unlistable, special, empty, cycles)
         splits = self.splits(classes) if classes is not None else None
         if splits is not None:
             out = self._split_entries(splits, partial, skipped, walked)
@@ -532,7 +563,7 @@ class ImageFolderSource(ImageFilesSource):
             refused = [name for name in splits if link_out(os.path.join(root, name), self.fenced)]
             partial.info[SPLITS_NOTE] = _splits_note(splits, hidden, refused)
         elif classes is None:
-            found = walk_files(root, root, skipped, self.probe, self.fenced, links_out, unlistable, special)
+            found = walk_files(root, root, skipped, self.probe, self.fenced, links_out, unlistable, special, cycles)
             out = [Entry(rel, size) for rel, size in found]
             partial.info["images.layout"] = "flat folder (no class sub-folders: no labels)"
         else:
@@ -554,6 +585,8 @@ class ImageFolderSource(ImageFilesSource):
             partial.add("S001", Location(path=path, detail=SPECIAL))
         for folder, holds in empty:
             partial.add("I014", Location(path=folder, detail=holds))
+        for link, detail in cycles:
+            partial.add("S009", Location(path=link, detail=detail))
         for e in out:
             if e.size < 0:
                 partial.add("S001", Location(path=e.path, detail="cannot be opened (a broken link?)"))
@@ -572,7 +605,7 @@ class ImageFolderSource(ImageFilesSource):
         """The files of the class folders ``present`` below ``root/prefix``, labelled by their place in
         ``classes``. ``walked``: what the walks meet besides images (``entries``), class folders without an
         image among them."""
-        links_out, unlistable, special, empty = walked
+        links_out, unlistable, special, empty, cycles = walked
         out: list[Entry] = []
         have = set(present)
         for label, name in enumerate(classes):
@@ -583,7 +616,7 @@ class ImageFolderSource(ImageFilesSource):
                 links_out.append(prefix + name)
                 continue
             before = (len(special), len(unlistable))
-            found = walk_files(folder, root, skipped, self.probe, self.fenced, links_out, unlistable, special)
+            found = walk_files(folder, root, skipped, self.probe, self.fenced, links_out, unlistable, special, cycles)
             out += [Entry(rel, size, None, label, split) for rel, size in found]
             if not found and (len(special), len(unlistable)) == before:  # (one it cannot list is S001 already)
                 empty.append((prefix + name, EMPTY_CLASS))
@@ -598,7 +631,7 @@ class ImageFolderSource(ImageFilesSource):
     ) -> list[Entry]:
         """The files of every split, in order; a label stream per split with class folders, whose classes
         are the class folders of all splits."""
-        links_out, unlistable, special, _ = walked
+        links_out, unlistable, special, _, cycles = walked
         root = os.fspath(self.path)
         union = sorted({name for classes in splits.values() for name in classes or ()})
         out: list[Entry] = []
@@ -608,7 +641,9 @@ class ImageFolderSource(ImageFilesSource):
                 links_out.append(split)
                 continue
             if present is None:
-                found = walk_files(folder, root, skipped, self.probe, self.fenced, links_out, unlistable, special)
+                found = walk_files(
+                    folder, root, skipped, self.probe, self.fenced, links_out, unlistable, special, cycles
+                )
                 out += [Entry(rel, size, split=split) for rel, size in found]
                 continue
             skipped.update(self.layout(folder)[1])  # a split's LICENSE, README

@@ -244,7 +244,8 @@ def test_caffe_list_with_spaces_missing_files_and_bad_lines(
     assert _locs(report, "I003")[0][:2] == ("img/c.jpg", 2)
     assert _locs(report, "L002") == [("img/d.png", 7, "negative label -1")]
     assert report.labels[0].stream == "train.txt"
-    assert report.summary.items_scanned == 3
+    # the images of lines with a bad label are judged too (the run would meet them): only their label is out
+    assert report.summary.items_scanned == 5 and report.labels[0].total == 3
 
 
 def test_list_lines_are_numbered_as_split_lines_whatever_their_ends() -> None:
@@ -425,6 +426,14 @@ def test_list_lines_caffe_misreads_and_im2rec_lists(tmp_path: Path, write: Write
     assert [(row.label, row.count) for row in report.labels[0].histogram] == [(0, 1), (1, 1)]
 
 
+def _loop(target: str | None) -> str:
+    shown = target if target is not None else "the scanned folder itself"
+    return (
+        f"a link back to {shown}, a folder above it: a loader that follows links (torchvision's ImageFolder) "
+        "reads the images there again below it, under this folder's class, at every turn of the loop"
+    )
+
+
 def test_folder_links_are_followed_but_cycles_are_not(tmp_path: Path, write: Write, rng: np.random.Generator) -> None:
     write("data/cat/a.jpg", jpeg(rng))
     write("elsewhere/b.jpg", jpeg(rng))
@@ -432,12 +441,15 @@ def test_folder_links_are_followed_but_cycles_are_not(tmp_path: Path, write: Wri
     (tmp_path / "data/cat/loop").symlink_to(tmp_path / "data/cat")
     report = scan_dir(tmp_path / "data")
     assert report.summary.items_scanned == 2
-    assert "1 folder link cycle" in report.info["images.skipped"]
+    # a loop is not followed, but a loader that follows links does: an error at the link
+    assert _locs(report, "S009") == [("cat/loop", None, _loop("cat"))]
+    assert "images.skipped" not in report.info
     write("data/bird/b.jpg", jpeg(rng))
     (tmp_path / "data/cat/root").symlink_to(tmp_path / "data")  # back to the dataset's root, above the class
     report = scan_dir(tmp_path / "data")
     assert report.summary.items_scanned == 3  # bird/b.jpg is not read again as a cat under cat/root/
-    assert "2 folder link cycle" in report.info["images.skipped"]
+    assert _locs(report, "S009") == [("cat/loop", None, _loop("cat")), ("cat/root", None, _loop(None))]
+    assert not report.summary.passed
     (tmp_path / "data/cat/root").unlink()
     shutil.rmtree(tmp_path / "data/bird")
     # a link to a folder beside it is no cycle: torchvision reads that folder twice, and so does the scan
@@ -517,7 +529,7 @@ def test_a_tab_list_with_one_bad_line_and_a_csv_whose_image_column_holds_ids(
     assert [(line, detail) for _, line, detail in _locs(report, "S005")] == [
         (3, "no label after 'my dir/2.png' (expected 'path label')")
     ]
-    assert report.summary.items_scanned == 2
+    assert report.summary.items_scanned == 3 and report.labels[0].total == 2  # its image judged, unlabelled
     write("meta.csv", b"image,image_path,label\n0,my dir/0.png,0\n1,my dir/1.png,1\n")
     report = scan_dir(tmp_path / "meta.csv")
     assert "S004" not in codes(report) and report.summary.items_scanned == 2
@@ -576,3 +588,21 @@ def test_a_big_image_is_read_into_one_buffer(tmp_path: Path, monkeypatch: pytest
     report = scan_dir(tmp_path / "set")
     assert _locs(report, "I003") and [p for p, _, _ in _locs(report, "I003")] == ["cut.png"], report.findings
     assert report.summary.errors == 1 and report.summary.items_scanned == 2
+
+
+def test_the_image_of_a_line_with_a_bad_label_is_judged_too(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """A bad label hid the image on its line: a CI run failed on the label, then, once it was mended, on the
+    image. Both are reported at once, in a Caffe list and in a CSV; the image's label is left out."""
+    write("img/ok.jpg", jpeg(rng))
+    write("img/cut.jpg", jpeg(rng)[:400])
+    write("img/page.jpg", b"<html><body>Not Found</body></html>")
+    write("train.txt", b"img/ok.jpg 0\nimg/cut.jpg abc\nimg/page.jpg 1e3\nimg/ok.jpg 1\n")
+    write("train.csv", b"path,label\nimg/ok.jpg,0\nimg/cut.jpg,\nimg/page.jpg,abc\nimg/ok.jpg,1\nimg/ok.jpg,1\n")
+    for name, lines in (("train.txt", (2, 3)), ("train.csv", (3, 4))):  # (the CSV's labels: class ids)
+        report = scan_dir(tmp_path / name)
+        assert [line for _, line, _ in _locs(report, "S005")] == list(lines), name
+        assert [(path, line) for path, line, _ in _locs(report, "I003")] == [("img/cut.jpg", lines[0])], name
+        assert [(path, line) for path, line, _ in _locs(report, "I002")] == [("img/page.jpg", lines[1])], name
+        assert report.labels[0].total == (2 if name == "train.txt" else 3), name

@@ -91,6 +91,15 @@ NON_IMAGE_EXTENSIONS = frozenset(
 JUNK_NAMES = frozenset({"thumbs.db", "desktop.ini", "ehthumbs.db", "icon\r"})
 """Files operating systems leave in folders (hidden files, starting with '.', are skipped too)."""
 
+DOC_NAMES = frozenset(
+    {"license", "licence", "readme", "notice", "copying", "authors", "changelog", "citation", "makefile", "manifest"}
+)
+"""Documentation files that go without an extension (``LICENSE``, ``README``): no image, whatever folder they
+are in, and no loader reads them (torchvision's ImageFolder loads image extensions only)."""
+
+BACKUP_SUFFIXES = ("~", ".bak", ".orig", ".swp", ".tmp")
+"""Names editors and tools give copies and leftovers (``cat1.jpg~``): no loader reads them as images."""
+
 PILLOW_FORMAT = {
     "jpeg": "JPEG",
     "png": "PNG",

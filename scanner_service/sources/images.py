@@ -51,7 +51,15 @@ import xxhash
 from ..forked import stalled
 from ..head_start import HeadStart
 from ..imaging import warm_up_decoders
-from ..imaging.sniff import IMAGE_EXTENSIONS, JUNK_NAMES, NON_IMAGE_EXTENSIONS, damaged_png_signature, sniff
+from ..imaging.sniff import (
+    BACKUP_SUFFIXES,
+    DOC_NAMES,
+    IMAGE_EXTENSIONS,
+    JUNK_NAMES,
+    NON_IMAGE_EXTENSIONS,
+    damaged_png_signature,
+    sniff,
+)
 from ..imaging.verdict import Verdict
 from ..items import EncodedImage, LabelBlock, ReadFailure
 from ..location import Location
@@ -96,6 +104,10 @@ def skip_reason(name: str) -> str | None:
     lower = name.lower()
     if lower in JUNK_NAMES:
         return name
+    if lower in DOC_NAMES:
+        return "documentation (LICENSE, README ...)"
+    if lower.endswith(BACKUP_SUFFIXES):
+        return "backup copy (name~, .bak, .orig ...)"
     ext = os.path.splitext(lower)[1]
     if name.startswith("."):
         return None if ext in IMAGE_EXTENSIONS else "hidden"

@@ -606,3 +606,23 @@ def test_the_image_of_a_line_with_a_bad_label_is_judged_too(
         assert [(path, line) for path, line, _ in _locs(report, "I003")] == [("img/cut.jpg", lines[0])], name
         assert [(path, line) for path, line, _ in _locs(report, "I002")] == [("img/page.jpg", lines[1])], name
         assert report.labels[0].total == (2 if name == "train.txt" else 3), name
+
+
+def test_documentation_and_backup_copies_in_class_folders_are_no_images(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """``dog/LICENSE`` (text, no extension) was not-an-image, failing the gate, and ``cat/a.jpg~`` (an editor's
+    backup) a cat image and a duplicate: torchvision's ImageFolder loads neither. Both are named in the note."""
+    image = jpeg(rng)
+    write("data/cat/a.jpg", image)
+    write("data/cat/a.jpg~", image)
+    write("data/cat/b.png.bak", png(rng))
+    write("data/dog/c.jpg", jpeg(rng))
+    write("data/dog/LICENSE", b"MIT License\n\nPermission is hereby granted ...\n")
+    write("data/dog/README", b"Dogs from the shelter, 2024.\n")
+    report = scan_dir(tmp_path / "data")
+    assert codes(report) == set() and report.summary.items_scanned == 2
+    skipped = report.info["images.skipped"]
+    assert "2 backup copy" in skipped and "2 documentation" in skipped, skipped
+    write("data/dog/0a1b2c", b"<html>Not Found</html>")  # an extensionless name of no document: judged
+    assert finding(scan_dir(tmp_path / "data"), "I002") is not None

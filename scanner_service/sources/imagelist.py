@@ -131,6 +131,23 @@ def _number(token: str) -> int | float | None:
     return None
 
 
+CAFFE_INT = 1 << 31
+"""Caffe reads a list's labels into a C ``int`` (``atoi``): 32 bits."""
+
+
+def _too_large(token: str, caffe: bool) -> str | None:
+    """Why a whole-number label, quoted as written, is no class id any reader holds: beyond 64 bits (as a float
+    it would no longer be the number written), or, in a Caffe list, beyond the C ``int`` its ``atoi`` fills."""
+    if not INTEGER.fullmatch(token):
+        return None
+    value = int(token)
+    if not -(1 << 63) <= value < 1 << 63:
+        return f"label {token} does not fit a 64-bit integer: no reader holds it as written"
+    if caffe and not -CAFFE_INT <= value < CAFFE_INT:
+        return f"label {token} does not fit a 32-bit int: Caffe's atoi reads it into one (it overflows)"
+    return None
+
+
 def _caffe_misreads(text: str, entry: str, token: str) -> str | None:
     """How Caffe's parser (the path before the last space, the label after it) reads a line otherwise than as
     ``entry`` and ``token``: a tab or a no-break space before the label, two spaces, spaces around the line."""
@@ -503,6 +520,11 @@ class ImageListSource(ImageFilesSource):
                 self._syntax(partial, n, f"label {token!r} is not a number (expected 'path label')")
                 rows.append((n, entry, None))
                 continue
+            too_large = _too_large(token, caffe=not (tabbed or commaed))
+            if too_large is not None:
+                partial.add("L002", Location(path=entry, line=n, detail=too_large))
+                rows.append((n, entry, None))
+                continue
             if isinstance(label, float) and "e" in token.lower() and math.isfinite(label):
                 # Caffe's atoi reads '1e3' as 1, Python's int() refuses it: no reader gets 1000
                 self._syntax(partial, n, f"label {token!r} has an exponent (Caffe reads {_atoi(token)}, int() fails)")
@@ -609,8 +631,12 @@ class ImageListSource(ImageFilesSource):
         named = sum(x is None for x in numbers)
         if named * 2 < len(numbers):  # class ids: a cell that is no number is a bad cell, not a class name
             for (n, e, t), x in zip(raw_labels, numbers, strict=True):
+                too_large = _too_large(t, caffe=False)
                 if x is None:
                     self._syntax(partial, n, f"label {t!r} is not a number (the column holds class ids)")
+                    rows.append((n, e, None))
+                elif too_large is not None:
+                    partial.add("L002", Location(path=e, line=n, detail=too_large))
                     rows.append((n, e, None))
                 else:
                     rows.append((n, e, x))

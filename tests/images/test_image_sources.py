@@ -136,7 +136,8 @@ def test_top_level_files_that_are_no_images_leave_the_imagefolder_layout(
     write("synset_words", b"n01440764 tench, Tinca tinca\n")
     report = scan_dir(tmp_path)
     assert report.info["images.layout"] == "ImageFolder: 2 class folders"
-    assert report.info["images.skipped"] == "2 files not scanned as images: 2 at the top level, no image"
+    skipped = "2 files not scanned as images: 1 at the top level, no image, 1 documentation (LICENSE, README ...)"
+    assert report.info["images.skipped"] == skipped
     assert codes(report) == set()
     write("stray.jpg", jpeg(rng))  # an image at the top: torchvision would never load it, so the folder is flat
     assert scan_dir(tmp_path).info["images.layout"].startswith("flat folder")
@@ -626,3 +627,24 @@ def test_documentation_and_backup_copies_in_class_folders_are_no_images(
     assert "2 backup copy" in skipped and "2 documentation" in skipped, skipped
     write("data/dog/0a1b2c", b"<html>Not Found</html>")  # an extensionless name of no document: judged
     assert finding(scan_dir(tmp_path / "data"), "I002") is not None
+
+
+def test_labels_too_large_for_any_reader_are_quoted_as_written(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """A label beyond 64 bits went through a float and was quoted as 100000000000000000000 for the written
+    99999999999999999999; one beyond Caffe's 32-bit int (atoi) passed a Caffe list. Both are label-invalid at
+    their line, as written, and their images are judged (a CSV's labels are int64: 2**31 is a class id there)."""
+    for i in range(3):
+        write(f"img/{i}.png", png(rng))
+    write("train.txt", b"img/0.png 0\nimg/1.png 99999999999999999999\nimg/2.png 2147483648\n")
+    report = scan_dir(tmp_path / "train.txt")
+    assert _locs(report, "L002") == [
+        ("img/1.png", 2, "label 99999999999999999999 does not fit a 64-bit integer: no reader holds it as written"),
+        ("img/2.png", 3, "label 2147483648 does not fit a 32-bit int: Caffe's atoi reads it into one (it overflows)"),
+    ]
+    assert report.summary.items_scanned == 3
+    write("train.csv", b"path,label\nimg/0.png,0\nimg/1.png,-99999999999999999999\nimg/2.png,2147483648\n")
+    report = scan_dir(tmp_path / "train.csv")
+    assert [(path, line) for path, line, _ in _locs(report, "L002")] == [("img/1.png", 3)]
+    assert "-99999999999999999999 does not fit" in (_locs(report, "L002")[0][2] or "")

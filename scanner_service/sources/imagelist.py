@@ -30,6 +30,7 @@ from ..errors import ConfigError, SourceNotFound, UnsupportedSource
 from ..imaging.sniff import IMAGE_EXTENSIONS
 from ..location import Location
 from ..partial import LabelTally, Partial
+from ..text import printable
 from .base import note_unused_labels
 from .hdf5_files import LIST_SUFFIXES, SNIFF_LINES, is_binary, looks_like_hdf5_list
 from .images import Entry, ImageFilesSource
@@ -262,6 +263,30 @@ def _windows(entry: str, root: Path) -> str:
     return f" ({posix} does: the list was written with Windows separators)"
 
 
+def _dangling(entry: str, root: Path) -> str:
+    """A hint for a listed path that does not exist: that it is a link to a file that does not exist."""
+    target = Path(entry) if os.path.isabs(entry) else root / entry
+    try:
+        pointee = os.readlink(target)
+    except OSError:
+        return ""
+    return f" (a link to {printable(pointee)}, which does not exist)"
+
+
+def _extra_fields(entry: str, root: Path) -> str:
+    """A hint for a listed path that does not exist: that the path before a space exists, so the line holds more
+    than a path and a label (``a.jpg 1 2``: Caffe reads the path as everything before the last space)."""
+    if " " not in entry or len(entry) > 4096:
+        return ""
+    at = entry.rfind(" ")
+    while at > 0:
+        head = entry[:at]
+        if os.path.isfile(head if os.path.isabs(head) else root / head):
+            return f" ({head} does: the line holds more than a path and a label?)"
+        at = entry.rfind(" ", 0, at)
+    return ""
+
+
 Listings = dict[str, dict[str, str]]
 """Per folder, its image files by name without the extension: looked up for ids that name no file."""
 
@@ -428,7 +453,13 @@ class ImageListSource(ImageFilesSource):
             try:
                 st = target.stat()
             except FileNotFoundError:
-                hint = _windows(entry, root) or _extensionless(entry, root, listings) or elsewhere.hint(entry, len(out))
+                hint = (
+                    _dangling(entry, root)
+                    or _windows(entry, root)
+                    or _extra_fields(entry, root)
+                    or _extensionless(entry, root, listings)
+                    or elsewhere.hint(entry, len(out))
+                )
                 missing = Location(path=name, line=line, detail=f"{entry} does not exist{hint}")
                 partial.add("S004", missing)
                 continue

@@ -378,6 +378,22 @@ def _folders_above(folder: str, root: str) -> frozenset[tuple[int, int]]:
 EMPTY_CLASS = "the class folder holds no image: torchvision's ImageFolder raises FileNotFoundError"
 
 
+def _unopenable(path: str) -> str:
+    """Why a listed file cannot be stat'ed, for its finding: a link to a file that does not exist (named), or
+    the system's reason."""
+    try:
+        pointee = os.readlink(path)
+    except OSError:
+        pointee = None
+    if pointee is not None and not os.path.exists(path):
+        return f"a link to {printable(pointee)}, which does not exist"
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return f"cannot be opened: {exc.strerror or exc}"
+    return "cannot be opened"
+
+
 def _cycle_detail(link: str, root: str) -> str:
     """What a folder link back to a folder above it is, for its finding: where it leads, and that a loader
     following links (torchvision's ImageFolder walks with ``os.walk(followlinks=True)``) reads that folder's
@@ -601,7 +617,7 @@ class ImageFolderSource(ImageFilesSource):
             partial.add("S009", Location(path=link, detail=detail))
         for e in out:
             if e.size < 0:
-                partial.add("S001", Location(path=e.path, detail="cannot be opened (a broken link?)"))
+                partial.add("S001", Location(path=e.path, detail=_unopenable(os.path.join(root, e.path))))
         return [e for e in out if e.size >= 0]
 
     def _class_entries(

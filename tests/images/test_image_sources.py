@@ -648,3 +648,20 @@ def test_labels_too_large_for_any_reader_are_quoted_as_written(
     report = scan_dir(tmp_path / "train.csv")
     assert [(path, line) for path, line, _ in _locs(report, "L002")] == [("img/1.png", 3)]
     assert "-99999999999999999999 does not fit" in (_locs(report, "L002")[0][2] or "")
+
+
+def test_a_dangling_link_and_a_line_of_extra_fields_say_what_they_are(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """A dangling link read "cannot be opened (a broken link?)" in a folder and "does not exist" in a list; a
+    line 'a.png 1 2' read "a.png 1 does not exist". Each names its cause."""
+    write("data/cat/a.png", png(rng))
+    (tmp_path / "data/cat/gone.png").symlink_to("nowhere.png")
+    report = scan_dir(tmp_path / "data")
+    assert _locs(report, "S001") == [("cat/gone.png", None, "a link to nowhere.png, which does not exist")]
+    write("data/train.txt", b"cat/a.png 0\ncat/a.png 1 2\ncat/gone.png 1\n")
+    report = scan_dir(tmp_path / "data/train.txt")
+    assert _locs(report, "S004") == [
+        ("train.txt", 2, "cat/a.png 1 does not exist (cat/a.png does: the line holds more than a path and a label?)"),
+        ("train.txt", 3, "cat/gone.png does not exist (a link to nowhere.png, which does not exist)"),
+    ]

@@ -190,9 +190,18 @@ def read_config_file(path: Path, named: bool = False) -> dict[str, Any]:
         tool = data.get("tool")
         if named and not (isinstance(tool, dict) and "dscan" in tool):
             raise ConfigError(f"config file {path} has no [tool.dscan] table: it sets no dscan option")
-        return _normalise(table, str(path))
+        return _relative_to(_normalise(table, str(path)), path)
     top_level = {key: value for key, value in data.items() if key != "tool"}
-    return {**_normalise(top_level, str(path)), **_normalise(table, str(path))}
+    return _relative_to({**_normalise(top_level, str(path)), **_normalise(table, str(path))}, path)
+
+
+def _relative_to(options: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``options`` with a relative ``root`` taken from the config file's folder, as the file's author wrote it
+    (not from wherever the scan runs: the file is found from subfolders too)."""
+    root = options.get("root")
+    if isinstance(root, str) and root and not Path(root).is_absolute():
+        options["root"] = str(path.parent / root)
+    return options
 
 
 def _tool_table(data: dict[str, Any], path: Path) -> dict[str, Any]:

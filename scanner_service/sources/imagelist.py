@@ -425,7 +425,10 @@ class ImageListSource(ImageFilesSource):
 
     def entries(self, partial: Partial) -> list[Entry]:
         if self.config.root and not Path(self.config.root).is_dir():
-            raise SourceNotFound(f"--root {self.config.root}: no such folder (the list's paths are relative to it)")
+            raise SourceNotFound(
+                f"root {self.config.root} (--root, or root in a config file): no such folder (the list's paths are "
+                "relative to it)"
+            )
         if not self.is_csv:
             note_unused_labels(partial, self.config, "a list file's labels are the numbers after its paths")
         rows = self._csv_rows(partial) if self.is_csv else self._list_rows(partial)

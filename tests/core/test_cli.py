@@ -177,6 +177,26 @@ def test_config_file_and_pyproject(tmp_path: Path, dirty: Path) -> None:
     assert code == 2 and "unknown option 'colour'" in out
 
 
+def test_a_relative_root_in_a_config_file_is_taken_from_the_file_s_folder(tmp_path: Path) -> None:
+    """``root = "imgs"`` in cfg/dscan.toml: the scan from cfg/ passed, the same scan from cfg/sub (which finds
+    the file upwards) failed with "--root imgs: no such folder", blaming a flag nobody gave."""
+    (tmp_path / "cfg/imgs").mkdir(parents=True)
+    (tmp_path / "cfg/sub").mkdir()
+    for i in range(2):
+        Image.fromarray(np.full((40, 40, 3), 60 * i + 10, np.uint8)).save(tmp_path / f"cfg/imgs/{i}.png")
+    (tmp_path / "cfg/r.txt").write_text("0.png 0\n1.png 1\n")
+    (tmp_path / "cfg/dscan.toml").write_text('root = "imgs"\nignore = ["constant-image"]\n')
+    for here, listing in ((tmp_path / "cfg", "r.txt"), (tmp_path / "cfg/sub", "../r.txt")):
+        with contextlib.chdir(here):
+            code, out = invoke("scan", listing, "-j", "0", "--format", "json")
+        assert code == 0, (here, out)
+        assert json.loads(out)["summary"]["items_scanned"] == 2
+    (tmp_path / "cfg/dscan.toml").write_text('root = "nowhere"\n')
+    with contextlib.chdir(tmp_path / "cfg/sub"):
+        code, out = invoke("scan", "../r.txt", "-j", "0")
+    assert code == 2 and f"root {tmp_path / 'cfg/nowhere'} (--root, or root in a config file): no such folder" in out
+
+
 def test_the_report_names_the_config_file_it_read_and_what_it_set(
     tmp_path: Path, dirty: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

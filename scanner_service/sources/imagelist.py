@@ -393,9 +393,11 @@ class ImageListSource(ImageFilesSource):
             return False
         if suffix in CSV_SUFFIXES:  # named as a dataset: read as one, and what it lacks is said in words
             return True
-        if suffix not in LIST_SUFFIXES or looks_like_hdf5_list(path):
+        if (suffix and suffix not in LIST_SUFFIXES) or looks_like_hdf5_list(path):
             return False
         hits = sum(1 for ln in lines if _is_image_path(split_line(ln)[0]))
+        if not suffix:  # a list named without an extension ('trainlist'): when its lines mostly name images
+            return hits * 2 > len(lines)
         labelled = sum(1 for ln in lines if isinstance(_number(split_line(ln)[1] or "x"), int))
         commas = sum(1 for ln in lines if _commaed(ln))
         return hits * 2 > len(lines) or labelled * 2 > len(lines) or commas * 2 > len(lines)

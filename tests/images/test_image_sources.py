@@ -18,6 +18,7 @@ from PIL import Image
 import scanner_service.sources.images as images
 from scanner_service import ScanConfig
 from scanner_service.engine import plan, scan_shard
+from scanner_service.errors import UnsupportedSource
 from scanner_service.partial import merge
 from scanner_service.sources import detect_kind, open_source
 from scanner_service.sources.imagelist import numbered_lines
@@ -665,3 +666,18 @@ def test_a_dangling_link_and_a_line_of_extra_fields_say_what_they_are(
         ("train.txt", 2, "cat/a.png 1 does not exist (cat/a.png does: the line holds more than a path and a label?)"),
         ("train.txt", 3, "cat/gone.png does not exist (a link to nowhere.png, which does not exist)"),
     ]
+
+
+def test_a_list_named_without_an_extension_is_read_when_its_lines_name_images(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """``trainlist`` (no extension) was "not a dataset" (exit status 2): it is a list when its lines mostly
+    name images; a text file of no image path (a LICENSE) stays no dataset."""
+    write("img/a.png", png(rng))
+    write("trainlist", b"img/a.png 0\nimg/gone.png 1\n")
+    assert detect_kind(tmp_path / "trainlist") == "image-list"
+    report = scan_dir(tmp_path / "trainlist")
+    assert _locs(report, "S004") == [("trainlist", 2, "img/gone.png does not exist")]
+    write("LICENSE", b"MIT License\n\nPermission is hereby granted, free of charge\n")
+    with pytest.raises(UnsupportedSource):
+        detect_kind(tmp_path / "LICENSE")

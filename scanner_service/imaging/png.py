@@ -396,6 +396,7 @@ def _check(
     frames: list[_Frame] = []
     frame_count: int | None = None
     animated = False  # an acTL chunk: without one, fcTL and fdAT are ancillary chunks every loader skips
+    early_fctl: list[Any] = []  # fcTL chunks before acTL (and before IDAT)
     sequence = 0
     palette = transparency = False
     idat_state = 0  # 0 before IDAT, 1 inside the IDAT run, 2 after it
@@ -456,9 +457,14 @@ def _check(
             elif ctype == b"acTL" and len(body) >= 8:
                 animated = True
                 frame_count = int.from_bytes(body[0:4], "big") or None  # 0 frames: _Ancillary's problem
+                for early in early_fctl:  # the APNG spec orders acTL and fcTL only before IDAT, not between them
+                    sequence = _sequence(early, sequence, "fcTL")
+                    frames.append(_fctl(early, head))
             elif ctype == b"fcTL" and animated:
                 sequence = _sequence(body, sequence, "fcTL")
                 frames.append(_fctl(body, head))
+            elif ctype == b"fcTL" and idat_state == 0:
+                early_fctl.append(body)  # (frame 0's, before acTL: taken when acTL comes, else ancillary)
             elif ctype == b"fdAT" and animated:
                 sequence = _sequence(body, sequence, "fdAT")
                 if not frames:

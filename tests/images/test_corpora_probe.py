@@ -108,3 +108,34 @@ def test_animation_chunks_without_an_actl_chunk_are_ignored_as_every_loader_igno
     assert _pillow_frames(damaged) == 1
     verdict = inspect_image(damaged, "plain.png")
     assert verdict.error is None and verdict.damage == [] and verdict.frames == 1
+
+
+def _chunks(png: bytes) -> list[tuple[bytes, bytes]]:
+    out, pos = [], 8
+    while pos < len(png):
+        length = int.from_bytes(png[pos : pos + 4], "big")
+        out.append((png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]))
+        pos += 12 + length
+    return out
+
+
+def test_an_apng_whose_first_fctl_comes_before_actl_is_valid(rng: np.random.Generator) -> None:
+    """Pillow's apng/fctl_actl.png: frame 0's fcTL before acTL (the spec orders both before IDAT, not between
+    them). It was corrupt-image ("fcTL has sequence number 1, expected 0"): frame 0 was dropped. Pillow loads
+    every frame, and pngcheck finds nothing. Frame 1 damaged is still an error."""
+    frames = [Image.fromarray(natural(rng, 24, 32)) for _ in range(2)]
+    apng = encode(frames[0], "PNG", save_all=True, append_images=frames[1:])
+    parts = _chunks(apng)
+    names = [name for name, _ in parts]
+    actl, fctl = names.index(b"acTL"), names.index(b"fcTL")
+    assert actl < fctl < names.index(b"IDAT")
+    parts[actl], parts[fctl] = parts[fctl], parts[actl]
+    swapped = apng[:8] + b"".join(chunk(name, body) for name, body in parts)
+    assert _pillow_frames(swapped) == 2
+    verdict = inspect_image(swapped, "a.png")
+    assert verdict.error is None and not verdict.damage and verdict.frames == 2, (verdict.error, verdict.damage)
+    last = names.index(b"fdAT")
+    name, body = parts[last]
+    parts[last] = (name, body[:4] + bytes(len(body) - 4))  # frame 1's data zeroed (its CRC recomputed)
+    damaged = apng[:8] + b"".join(chunk(n, b) for n, b in parts)
+    assert inspect_image(damaged, "a.png").error is not None

@@ -68,6 +68,12 @@ def bmp_layout(data: Any) -> BmpLayout | None:
         end = offset + (width * bits + 31) // 32 * 4 * abs(height)
     elif compression in (RLE8, RLE4) and height > 0:
         end, damage = _rle(data, offset, width, height, compression == RLE4)
+        if damage is None and image_size and offset + image_size > n and _u32(data, 2) != n:
+            # codes lost from the middle: the walk finds its way to the end-of-bitmap code, a run short
+            damage = (
+                f"damaged {'RLE4' if compression == RLE4 else 'RLE8'} data: the headers declare {image_size:,} "
+                f"bytes of it, the file holds {n - offset:,} (bytes lost from it: Pillow decodes the rest shifted)"
+            )
     else:
         return None
     if header == 124 and _u32(data, 14 + 56) in (EMBEDDED, LINKED):

@@ -262,6 +262,31 @@ def test_damaged_rle_data_pillow_decodes_is_corrupt_image_data(rng: np.random.Ge
         assert v.trailing == 0, name
 
 
+@pytest.mark.parametrize("rle4", [False, True], ids=["rle8", "rle4"])
+def test_rle_codes_lost_from_the_middle_are_corrupt_image_data(rng: np.random.Generator, rle4: bool) -> None:
+    """Bytes deleted from the middle of the codes, where the walk still finds its way to the end-of-bitmap code
+    and Pillow decodes the rest shifted without a word (ImageMagick refuses the file): the headers still
+    declare the data's full size, and the file holds less."""
+    w, h = 21, 12
+    stream = rle_stream(indices(rng, h, w), rle4)
+    data = bmp_with(stream, w, h, rle4)
+    start = len(data) - len(stream)
+    kind = "RLE4" if rle4 else "RLE8"
+    found = 0
+    for at in range(start + 2, len(data) - 8):
+        for lost in (1, 2, 3):
+            damaged = data[:at] + data[at + lost :]
+            try:
+                loads(damaged)
+            except (OSError, ValueError):
+                continue  # Pillow fails on it: an error either way
+            v = inspect_image(damaged, "x.bmp")
+            assert v.error is None and len(v.damage) == 1, (at, lost, v.error, v.damage)
+            assert v.damage[0].startswith(f"damaged {kind} data: "), (at, lost, v.damage)
+            found += "bytes lost from it" in v.damage[0]
+    assert found, "no deletion that only the declared size gives away"
+
+
 def test_rle_data_cut_short_is_damage_or_an_error(rng: np.random.Generator, tmp_path: Path, write: Write) -> None:
     """A cut stream: where Pillow fails it stays corrupt-image; where it decodes (the cut after the last row's
     pixels), corrupt-image-data."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from .sniff import (
     UNREADABLE,
+    ZEROS,
     claimed_format,
     content,
     damaged_bmp_header,
@@ -143,7 +144,13 @@ def _without_magic(data: bytes | memoryview, name: str, verdict: Verdict, max_pi
             setattr(verdict, slot, getattr(probe, slot))
         return
     verdict.format = None
-    verdict.content = what
+    verdict.content = what if what != ZEROS or not any(data) else _zero_head(data)
+
+
+def _zero_head(data: bytes | memoryview) -> str:
+    """What a file whose first bytes only are zero is: ``content`` saw its head; the rest holds data."""
+    first = next(i for i, byte in enumerate(bytes(data)) if byte)  # (there is one: the caller checked)
+    return f"{first:,} zero bytes, then data (its start overwritten or never written: the header is lost)"
 
 
 @functools.cache

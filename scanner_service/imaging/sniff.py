@@ -238,6 +238,10 @@ def certainly_no_image(head: bytes | memoryview) -> bool:
     return content(head)[1]
 
 
+ZEROS = "only zero bytes (a file allocated but never written?)"
+"""What content of zero bytes alone is (``content`` sees a head of it: the caller tells the rest)."""
+
+
 def content(head: bytes | memoryview) -> tuple[str, bool]:
     """(what non-image content starting with ``head`` looks like, whether it certainly is no image)."""
     h = bytes(head[:512]).removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark: text all the same
@@ -268,7 +272,7 @@ def content(head: bytes | memoryview) -> tuple[str, bool]:
     if h[4:8] == b"ftyp":
         return f"an ISO media file (brand {h[8:12].decode('latin-1')!r}: a video?)", False
     if not h.strip(b"\x00"):
-        return "only zero bytes (a file allocated but never written?)", False
+        return ZEROS, False
     if _printable(h):
         return "text", False
     return f"unknown binary data (starts with {h[:8].hex(' ')})", False

@@ -139,3 +139,12 @@ def test_an_apng_whose_first_fctl_comes_before_actl_is_valid(rng: np.random.Gene
     parts[last] = (name, body[:4] + bytes(len(body) - 4))  # frame 1's data zeroed (its CRC recomputed)
     damaged = apng[:8] + b"".join(chunk(n, b) for n, b in parts)
     assert inspect_image(damaged, "a.png").error is not None
+
+
+def test_a_file_whose_start_only_is_zeroed_is_not_called_zero_bytes_only(rng: np.random.Generator) -> None:
+    """A JPEG whose first 512 bytes were zeroed read "content is only zero bytes": the rest is data."""
+    data = bytearray(encode(Image.fromarray(natural(rng, 48, 64)), "JPEG"))
+    data[:512] = bytes(512)
+    v = inspect_image(bytes(data), "a.jpg")
+    assert v.format is None and v.content.startswith("512 zero bytes, then data"), v.content
+    assert inspect_image(bytes(4096), "a.jpg").content.startswith("only zero bytes")

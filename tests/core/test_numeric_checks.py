@@ -590,3 +590,30 @@ def test_nan_in_every_block_keeps_exact_statistics_and_places_without_masked_pas
         )
         assert places == expected, code
         assert finding(report, code).values == sum(int(test(d).sum()) for d in arrays.values())
+
+
+def test_a_column_is_constant_across_the_shards_of_a_folder_not_within_each(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """A folder of shards (train_000.h5 ...) is one set of data, as its labels are one stream: a column constant
+    in every shard with one value is one constant feature (it was one per shard), and a column constant within
+    each shard but not across them is none (it was reported in every shard). A single file is judged alone."""
+    for i in range(4):
+        data = rng.random((50, 5)).astype(np.float32)
+        data[:, 1] = 0.25  # constant everywhere
+        data[:, 3] = float(i)  # constant within each shard only
+        write_h5(tmp_path / "shards" / f"train_{i:03d}.h5", {"data": data, "label": np.arange(50) % 3})
+        if i == 0:
+            write_h5(tmp_path / "one.h5", {"data": data})
+    for workers in (0, 2):
+        report = run_scan(tmp_path / "shards", workers=workers)
+        found = finding(report, "V004")
+        assert found is not None and found.count == 1, found
+        (loc,) = found.locations
+        assert (loc.path, loc.dataset) == (".", "/data")
+        assert loc.detail == "column 1 is always 0.25 in all 4 files (split train)"
+    alone = finding(run_scan(tmp_path / "one.h5"), "V004")
+    assert alone is not None and [loc.detail for loc in alone.locations] == [
+        "column 1 is always 0.25",
+        "column 3 is always 0",
+    ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -190,18 +191,19 @@ class LmdbSource(Source):
                 label_tally(partial, LABEL_STREAM, "i", self.config.run_threshold).path = rel
             sample = forward.sample or []
             records = decoder.name == "msgpack" or (decoder.name == PICKLE and _plain_pickles(sample))
-            targets = records and self.config.num_classes is None and _fractional(sample, decoder.name)
+            found = _SampledLabels.of(sample, decoder.name) if records else None
+            targets = found is not None and found.fractional and self.config.num_classes is None
             if targets:
                 partial.info["lmdb.labels"] = (
                     "the records' labels are mostly fractional numbers (regression targets, not class ids): "
                     "no label checks; a NaN or infinite one is reported (give --num-classes to judge them as classes)"
                 )
-            elif records and _labelled(sample, decoder.name):
+            elif found is not None and found.labelled:
                 label_tally(partial, LABEL_STREAM, "i", self.config.run_threshold).path = rel
             if decoder.name != PICKLE or records:
                 shards = planner.shards(str(decoder), size)
             for shard in shards:
-                if records and _all_labelled(sample, decoder.name):  # a record without one: the loader fails on it
+                if found is not None and found.all_labelled:  # a record without a label: the loader fails on it
                     shard.spec["labelled"] = True
                 if targets:
                     shard.spec["targets"] = True
@@ -435,34 +437,32 @@ def _plain_pickles(sample: list[bytes]) -> bool:
     return read > 0 and read >= refused
 
 
-def _labels_sampled(sample: list[bytes], decoder: str) -> list[bool]:
-    """For each sampled record: whether it carries a class label beside its image."""
-    from ..records.msgpacked import is_number
+@dataclass(frozen=True, slots=True)
+class _SampledLabels:
+    """What the sampled records (msgpack, plain pickles) carry as labels, decoded once."""
 
-    return [is_number(record.label) for record in _sampled_records(sample, decoder)]
+    labelled: bool
+    """Some carry a number beside their image: the records have class labels."""
+    all_labelled: bool
+    """Every one does: then a record without one is a damaged record (the loader fails on it)."""
+    fractional: bool
+    """Most of the numbers are finite floats with a fraction (0.37: regression targets), as the label checks
+    decide for other label streams (``labels.is_classification``)."""
 
+    @classmethod
+    def of(cls, sample: list[bytes], decoder: str) -> _SampledLabels:
+        import math
 
-def _fractional(sample: list[bytes], decoder: str) -> bool:
-    """Whether most of the sampled records' numeric labels are finite floats with a fraction (0.37: a
-    regression target), as the label checks decide for other label streams (``labels.is_classification``)."""
-    import math
+        from ..records.msgpacked import is_number
 
-    from ..records.msgpacked import is_number
-
-    labels = [r.label for r in _sampled_records(sample, decoder) if is_number(r.label)]
-    fractional = [v for v in labels if isinstance(v, float) and math.isfinite(v) and not v.is_integer()]
-    return len(fractional) * 2 > len(labels)
-
-
-def _labelled(sample: list[bytes], decoder: str) -> bool:
-    """Whether sampled records (msgpack, plain pickles) carry class labels beside their images."""
-    return any(_labels_sampled(sample, decoder))
-
-
-def _all_labelled(sample: list[bytes], decoder: str) -> bool:
-    """Whether every sampled record carries a class label (then one without is a damaged record)."""
-    found = _labels_sampled(sample, decoder)
-    return bool(found) and all(found)
+        labels = [record.label for record in _sampled_records(sample, decoder)]
+        numbers = [v for v in labels if is_number(v)]
+        fractional = [v for v in numbers if isinstance(v, float) and math.isfinite(v) and not v.is_integer()]
+        return cls(
+            labelled=bool(numbers),
+            all_labelled=bool(labels) and len(numbers) == len(labels),
+            fractional=len(fractional) * 2 > len(numbers),
+        )
 
 
 class _Planner:

@@ -645,6 +645,15 @@ class ImageListSource(ImageFilesSource):
             if not entry:
                 self._syntax(partial, n, f"empty {header[path_col]!r}")
                 continue
+            if entry != record[path_col] and self._names_a_file(record[path_col]):
+                entry = record[path_col]  # a name that does end in a space: what the loader opens
+            elif entry != record[path_col]:  # (the image under the name meant is judged all the same)
+                self._syntax(
+                    partial,
+                    n,
+                    f"spaces around the path {record[path_col]!r}: pandas' read_csv keeps them, so a loader opens a "
+                    "file of that name, which does not exist (strip them from the list)",
+                )
             if label_col is None:
                 rows.append((n, entry, None))
                 continue
@@ -680,6 +689,10 @@ class ImageListSource(ImageFilesSource):
             rows += [(n, e, t) for n, e, t in raw_labels]
         rows.sort(key=lambda r: r[0])
         return rows
+
+    def _names_a_file(self, entry: str) -> bool:
+        """Whether ``entry``, exactly as written, names a file (relative to the list's root)."""
+        return os.path.lexists(entry if os.path.isabs(entry) else self.root / entry)
 
     def _existing(self, records: list[list[str]], col: int) -> bool:
         """Whether most sampled values of column ``col`` name files that exist (files need no extension)."""

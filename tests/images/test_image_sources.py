@@ -681,3 +681,20 @@ def test_a_list_named_without_an_extension_is_read_when_its_lines_name_images(
     write("LICENSE", b"MIT License\n\nPermission is hereby granted, free of charge\n")
     with pytest.raises(UnsupportedSource):
         detect_kind(tmp_path / "LICENSE")
+
+
+def test_spaces_around_a_csv_path_are_named_as_pandas_reads_them(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """'a.png ,0' and ' b.png,1' passed: the cells were stripped, but pandas' read_csv (and csv.reader) keep the
+    spaces, so a loader opens ' b.png' and fails mid-epoch. list-syntax at those lines; the images are judged;
+    a file whose name does hold the space is no finding."""
+    for name in ("a.png", "b.png", "c.png", "d.png "):
+        write(f"img/{name}", png(rng))
+    write("train.csv", b"path,label\nimg/a.png ,0\n img/b.png,1\nimg/c.png,0\nimg/d.png ,1\n")
+    report = scan_dir(tmp_path / "train.csv")
+    assert [(line, (detail or "")[:38]) for _, line, detail in _locs(report, "S005")] == [
+        (2, "spaces around the path 'img/a.png ': p"),
+        (3, "spaces around the path ' img/b.png': p"),
+    ]
+    assert report.summary.items_scanned == 4 and report.labels[0].total == 4

@@ -399,14 +399,53 @@ def inferred_classes(tally: LabelTally) -> int | None:
     return k
 
 
+def split_family(stream: str) -> tuple[str, str] | None:
+    """(split, the stream's name without it) of the label stream of one split: ``val/y`` and ``y_val`` are
+    ('val', 'y'), ``/data/test_labels`` ('test', '/data/labels'); None for a stream no split names."""
+    from .sources.naming import SPLITS, name_words  # (the sources import this module)
+
+    head, sep, rest = stream.partition("/")
+    if sep and head in SPLITS.values():
+        return head, rest
+    base = stream.rsplit("/", 1)[-1]
+    words = name_words(base)
+    splits = [w for w in words if w in SPLITS]
+    if len(splits) != 1:
+        return None
+    return SPLITS[splits[0]], stream[: len(stream) - len(base)] + "_".join(w for w in words if w not in SPLITS)
+
+
+def splits_classes(partial: Partial, stream: str) -> tuple[int, list[str]] | None:
+    """K from the splits of one dataset together (train's labels 0-9 and val's 0-8: 10 classes for val too, whose
+    class 9 is missing), with the splits; None when ``stream`` is of no split, its splits' class ids are sparse
+    (``inferred_classes``' rule on their union), or it holds every class they hold."""
+    family = split_family(stream)
+    if family is None or partial.labels[stream].onehot is not None:
+        return None
+    splits: list[str] = []
+    union: set[int] = set()
+    for name, tally in partial.labels.items():
+        other = split_family(name)
+        if other is not None and other[1] == family[1] and tally.onehot is None and tally.histogram:
+            splits.append(other[0])
+            union.update(tally.histogram)
+    if len(splits) < 2:
+        return None
+    k = max(union) + 1
+    if k > MAX_CLASSES or len(union) < INFERRED_MIN_FILL * k or len(partial.labels[stream].histogram) == k:
+        return None
+    return k, sorted(splits)
+
+
 def expected_classes(partial: Partial, stream: str, num_classes: int | None) -> list[str] | None:
-    """Class names 0..K-1 when K is known (flag, config, the source's class list, one-hot columns, or the
-    labels' own holes: ``inferred_classes``), else None."""
+    """Class names 0..K-1 when K is known (flag, config, the source's class list, one-hot columns, the labels'
+    own holes: ``inferred_classes``, or the splits' labels together: ``splits_classes``), else None."""
     tally = partial.labels[stream]
     if num_classes is None and tally.onehot is not None:
         num_classes = tally.onehot.width  # K columns, K classes
-    if num_classes is None:
-        num_classes = inferred_classes(tally)
+    if num_classes is None and not tally.classes:
+        together = splits_classes(partial, stream)
+        num_classes = max(inferred_classes(tally) or 0, together[0] if together else 0) or None
     if num_classes is not None:  # the source's names where it has them (K may differ from its class count)
         return [tally.classes[i] if i < len(tally.classes) else str(i) for i in range(num_classes)]
     return list(tally.classes) if tally.classes else None

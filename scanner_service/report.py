@@ -24,6 +24,7 @@ from .labels import (
     is_classification,
     onehot_mode,
     smallest_batch,
+    splits_classes,
 )
 from .location import Location
 from .partial import DatasetStats, Partial
@@ -356,8 +357,17 @@ def _inferred_notes(partial: Partial, config: ScanConfig) -> dict[str, str]:
         return {}
     out = {}
     for stream, tally in sorted(partial.labels.items()):
-        k = inferred_classes(tally) if is_classification(tally, None) else None
-        if k is not None:
+        if not is_classification(tally, None):
+            continue
+        k = inferred_classes(tally)
+        together = splits_classes(partial, stream) if not tally.classes else None
+        if together is not None and together[0] > (k or 0):
+            k, splits = together
+            out[INFERRED_NOTE + stream] = (
+                f"{k} classes (0..{k - 1}) taken from the largest label of the splits {', '.join(splits)} together, "
+                "as no --num-classes was given: this split lacks some of them; --num-classes K sets the count"
+            )
+        elif k is not None:
             out[INFERRED_NOTE + stream] = (
                 f"{k} classes (0..{k - 1}) taken from the largest label, as no --num-classes was given: the labels "
                 "skip some classes below it; --num-classes K sets the count"

@@ -301,3 +301,33 @@ def test_label_arrays_of_one_name_in_split_folders_are_a_stream_per_split(
     ]
     missing = finding(report, "L003")
     assert [(loc.path, loc.dataset, loc.detail) for loc in missing.locations] == [("val", name, "class 3")]
+
+
+@pytest.mark.parametrize("layout", ["hdf5-folders", "npy-folders", "keras-npy", "hdf5-files"])
+def test_a_class_missing_from_one_split_is_found_without_a_class_count(
+    tmp_path: Path, rng: np.random.Generator, layout: str
+) -> None:
+    """train's labels 0-9, val's 0-8: without --num-classes, each split alone showed no hole, and val's missing
+    class 9 went unreported. The splits together give K = 10; train, which holds every class, has none missing."""
+    root = tmp_path / "data"
+    for split, n in (("train", 200), ("val", 90)):
+        x, y = features(n, rng), np.arange(n) % (10 if split == "train" else 9)
+        if layout == "hdf5-folders":
+            write_h5(root / split / "part0.h5", {"x": x, "label": y})
+        elif layout == "hdf5-files":
+            write_h5(root / f"{split}.h5", {"x": x, "label": y})
+        elif layout == "npy-folders":
+            (root / split).mkdir(parents=True)
+            np.save(root / split / "x.npy", x)
+            np.save(root / split / "y.npy", y)
+        else:
+            root.mkdir(exist_ok=True)
+            np.save(root / f"X_{split}.npy", x)
+            np.save(root / f"y_{split}.npy", y)
+    report = run_scan(root)
+    missing = finding(report, "L003")
+    assert missing is not None and [loc.detail for loc in missing.locations] == ["class 9"]
+    assert [lab.missing for lab in report.labels] == [[], [9]]
+    note = next(v for k, v in report.info.items() if k.startswith("labels.inferred"))
+    assert "of the splits train, val together" in note
+    assert finding(run_scan(root, num_classes=9), "L003") is None  # a class count given wins

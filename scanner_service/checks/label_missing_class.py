@@ -14,7 +14,8 @@ CHECK = Check(
     summary=(
         "Finds classes in 0..K-1 (K from --num-classes, the ImageFolder class list, the columns of a one-hot "
         "or multi-hot label array, the members of an HDF5 enum label type, or else the largest class id + 1 "
-        "when the ids skip classes below it yet fill at least half of that range) with no sample."
+        "when the ids skip classes below it yet fill at least half of that range, the ids of all the splits "
+        "taken together for a split's labels) with no sample."
     ),
     why=(
         "A class without samples never receives a positive gradient: its logit only learns to be small. "

@@ -11,7 +11,8 @@ CHECK = Check(
     severity=Severity.ERROR,
     summary=(
         "Finds label datasets whose length differs from the first axis of the data beside them (the datasets "
-        "of their group within a factor of 2 of their length; others are taken for other tables), and, in an HDF5 "
+        "of their group within a factor of 2 of their length, or named as the samples: X, features, images ...; "
+        "others are taken for other tables), and, in an HDF5 "
         "file of one group per sample (`/sample_000001/image`, `/sample_000001/label`), sample groups without the "
         "scalar label at least 90% of the sample groups beside them hold, each at the group's path."
     ),

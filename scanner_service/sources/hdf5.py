@@ -63,7 +63,7 @@ from .hdf5_nonnumeric import (
 from .hdf5_roles import SHOWN as ROLES_SHOWN
 from .hdf5_roles import Gap, Role, find_roles, member_gaps, role_meta, roles_text
 from .hdf5_small import BATCH_BYTES, BATCH_DATASETS, Scratch, is_small, read_small, small_spec
-from .naming import LABEL_NAMES, is_label_name, split_folder, split_of, split_stream
+from .naming import LABEL_NAMES, is_label_name, lengths_differ, split_folder, split_of, split_stream
 from .npy_fields import FieldPath, field_dtype, field_text, leaf_fields, pick
 from .walk import LINK_OUT, UNLISTABLE, Outside
 
@@ -1334,9 +1334,9 @@ class Hdf5Source(Source):
 
     def _check_lengths(self, datasets: list[_Dataset], rel: str, line: int | None, partial: Partial) -> None:
         """Labels against the data beside them: the datasets of their group within a factor of 2 of their
-        length. Those further off are other tables (a mean image, class weights, a validation split), not
-        the samples these labels belong to; so are those named for another split (``X_test`` beside
-        ``y_train``)."""
+        length, or named as the samples (``X``, ``features``: ``naming.lengths_differ``). Others further off are
+        other tables (a mean image, class weights), not the samples these labels belong to; so are those named
+        for another split (``X_test`` beside ``y_train``)."""
         for label in (d for d in datasets if (d.is_label or d.onehot) and d.shape):  # (a file's own label: none)
             group = label.name.rsplit("/", 1)[0]
             split = split_of(label.name)
@@ -1348,7 +1348,7 @@ class Hdf5Source(Source):
                     continue
                 if label.row_vector and label.rows == data.shape[-1]:  # MATLAB's samples × features, transposed
                     continue
-                if data.rows != label.rows and label.rows <= 2 * data.rows and data.rows <= 2 * label.rows:
+                if lengths_differ(data.name, data.rows, label.name, label.rows):
                     partial.add(
                         "L001",
                         Location(

@@ -49,6 +49,30 @@ def is_label_name(name: str, labels_option: str | None) -> bool:
     return base in LABEL_NAMES or (len(words) == 2 and bool(words & LABEL_NAMES) and bool(words & SPLITS.keys()))
 
 
+DATA_NAMES = frozenset({"x", "data", "features", "feature", "inputs", "input", "images", "imgs", "samples", "examples"})
+"""Names that say an array holds the samples (``X``, ``X_train``, ``features``, ``train_images``), alone or with the
+name of a split: labels beside such an array are its labels, whatever their lengths."""
+
+
+def is_data_name(name: str) -> bool:
+    """Whether an array named ``name`` is, by its name, the samples of a dataset (``DATA_NAMES``)."""
+    base = name.rsplit("/", 1)[-1].lower()
+    words = [w for w in name_words(name) if w not in SPLITS and w not in FILLER]
+    return base in DATA_NAMES or (len(words) == 1 and words[0] in DATA_NAMES)
+
+
+def lengths_differ(data_name: str, data_rows: int, label_name: str, label_rows: int) -> bool:
+    """Whether the labels ``label_name`` belong to the array ``data_name`` and miss its length: within a factor
+    of 2 of each other (further off, it is another table: a mean image, class weights), or whatever the lengths
+    when the array is named as the samples of the labels' split (``features.npy`` of 1,000 beside labels of 400:
+    a label file cut short; not ``X_val`` beside ``label``)."""
+    if data_rows == label_rows:
+        return False
+    if label_rows <= 2 * data_rows and data_rows <= 2 * label_rows:
+        return True
+    return is_data_name(data_name) and split_of(data_name) == split_of(label_name)
+
+
 def split_of(name: str) -> str | None:
     """The split an array's name names (``X_train`` and ``train_labels``: train), None for none."""
     return next((SPLITS[w] for w in name_words(name) if w in SPLITS), None)

@@ -50,7 +50,7 @@ from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout, complex_parts
 from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segments, segment_shard, shard_rows
-from .naming import LABEL_NAMES, is_label_name, split_folder, split_of, split_stream
+from .naming import LABEL_NAMES, is_label_name, lengths_differ, split_folder, split_of, split_stream
 from .npy_fields import FieldPath, field_dtype, field_text, leaf_fields, pick
 from .npy_files import NPY_MAGIC, ZIP_MAGIC, folder_arrays, is_numpy_source
 from .npy_zip import METHODS, OTHER_METHODS, Member, MemberStream, listed_members, recovered_members
@@ -548,7 +548,7 @@ class NumpySource(Source):
 
     def _check_lengths(self, arrays: list[_Array], partial: Partial) -> None:
         """Labels against the arrays beside them (their archive's members, or their folder's files) within a
-        factor of 2 of their length, and not named for another split, as for HDF5 datasets."""
+        factor of 2 of their length or named as the samples, and not named for another split, as for HDF5."""
         for label in (a for a in arrays if a.is_label or a.is_onehot):
             split = split_of(label.base)
             for data in arrays:
@@ -557,7 +557,7 @@ class NumpySource(Source):
                 other = split_of(data.base)
                 if split is not None and other is not None and other != split:
                     continue
-                if data.rows != label.rows and label.rows <= 2 * data.rows and data.rows <= 2 * label.rows:
+                if lengths_differ(data.base, data.rows, label.base, label.rows):
                     detail = f"{data.rows} samples but {label.shown} has {label.rows} labels"
                     partial.add("L001", Location(path=data.rel, dataset=data.member, detail=detail))
 

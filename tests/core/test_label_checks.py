@@ -331,3 +331,22 @@ def test_a_class_missing_from_one_split_is_found_without_a_class_count(
     note = next(v for k, v in report.info.items() if k.startswith("labels.inferred"))
     assert "of the splits train, val together" in note
     assert finding(run_scan(root, num_classes=9), "L003") is None  # a class count given wins
+
+
+def test_labels_far_shorter_than_the_samples_named_as_such_are_a_length_mismatch(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """features.npy of 1,000 rows beside labels.npy of 400 (a label file cut short) passed: lengths more than 2×
+    apart were taken for another table. An array named as the samples (X, features, images ...) is compared
+    whatever the lengths; a mean image beside them, or another split's samples, still is not."""
+    folder = tmp_path / "npy"
+    folder.mkdir()
+    np.save(folder / "features.npy", features(1000, rng))
+    np.save(folder / "labels.npy", np.arange(400) % 3)
+    np.save(folder / "mean.npy", rng.normal(size=(3, 8, 8)).astype(np.float32))
+    found = finding(run_scan(folder), "L001")
+    assert [(loc.path, loc.detail) for loc in found.locations] == [
+        ("features.npy", "1000 samples but labels.npy has 400 labels")
+    ]
+    h5 = write_h5(tmp_path / "k.h5", {"X": features(100, rng), "y": np.arange(49) % 3, "X_val": features(10, rng)})
+    assert [loc.dataset for loc in finding(run_scan(h5), "L001").locations] == ["/X"]

@@ -74,12 +74,19 @@ def _streams(all_stats: list[DatasetStats]) -> list[list[DatasetStats]]:
 
     groups: dict[tuple[object, ...], list[DatasetStats]] = {}
     for stats in all_stats:
-        if not stats.dataset or not stats.shape or stats.rows is not None:
+        name = stats.dataset or _npy_name(stats.path)
+        if not name or not stats.shape or stats.rows is not None:
             key: tuple[object, ...] = (id(stats),)
         else:
-            key = (split_stream(stats.path, stats.dataset), tuple(stats.shape[1:]), stats.channel_axis)
+            key = (split_stream(stats.path, name), tuple(stats.shape[1:]), stats.channel_axis)
         groups.setdefault(key, []).append(stats)
     return list(groups.values())
+
+
+def _npy_name(path: str) -> str:
+    """The array name of a .npy file (its stem: ``train/0/x.npy`` holds ``x``), '' for any other file."""
+    base = path.rsplit("/", 1)[-1]
+    return base[:-4] if base.lower().endswith(".npy") else ""
 
 
 def _joined(group: list[DatasetStats]) -> DatasetStats:
@@ -110,7 +117,7 @@ def _split_named(first: DatasetStats, path: str) -> str:
     from ..labels import unplaced_split
     from ..sources.naming import split_stream
 
-    split = unplaced_split(split_stream(first.path, first.dataset), path)
+    split = unplaced_split(split_stream(first.path, first.dataset or _npy_name(first.path)), path)
     return f" (split {split})" if split is not None else ""
 
 

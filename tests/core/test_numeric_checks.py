@@ -617,3 +617,20 @@ def test_a_column_is_constant_across_the_shards_of_a_folder_not_within_each(
         "column 1 is always 0.25",
         "column 3 is always 0",
     ]
+
+
+def test_a_column_is_constant_across_the_shards_of_a_numpy_folder_not_within_each(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """train/0/x.npy and train/1/x.npy (arrays of one name, as their y.npy are one label stream): a column of 7 in
+    both is one constant feature at train; a column of 1 in one and 2 in the other is none."""
+    for i in range(2):
+        x = rng.random((50, 4)).astype(np.float32)
+        x[:, 0], x[:, 2] = 7.0, float(i + 1)
+        (tmp_path / "data" / "train" / str(i)).mkdir(parents=True)
+        np.save(tmp_path / "data" / "train" / str(i) / "x.npy", x)
+        np.save(tmp_path / "data" / "train" / str(i) / "y.npy", np.arange(50) % 3)
+    found = finding(run_scan(tmp_path / "data"), "V004")
+    assert found is not None and [(loc.path, loc.dataset, loc.detail) for loc in found.locations] == [
+        ("train", None, "column 0 is always 7 in all 2 files")
+    ]

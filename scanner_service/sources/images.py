@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 import stat
 from abc import abstractmethod
 from collections import Counter
@@ -486,6 +487,10 @@ def walk_files(
                 continue
             reason = skip_reason(entry.name)
             if reason is not None:
+                if entry.name in ("data.mdb", "lock.mdb"):  # an LMDB beside the images: a dataset of its own
+                    where = printable(current[prefix:].replace(os.sep, "/") or ".")
+                    command = shlex.quote(printable(current))
+                    reason = f"LMDB files of {where} (a dataset of its own: scan it with dscan scan {command})"
                 skipped[reason] += 1
                 continue
             try:

@@ -698,3 +698,22 @@ def test_spaces_around_a_csv_path_are_named_as_pandas_reads_them(
         (3, "spaces around the path ' img/b.png': p"),
     ]
     assert report.summary.items_scanned == 4 and report.labels[0].total == 4
+
+
+def test_an_lmdb_beside_the_images_is_named_with_the_command_that_scans_it(
+    tmp_path: Path, write: Write, rng: np.random.Generator
+) -> None:
+    """An LMDB in an image folder was '2 .mdb' in the note: its NaN records went unnoticed without a word on
+    where the data was. The note names the environment and how to scan it."""
+    import lmdb
+
+    write("data/a.jpg", jpeg(rng))
+    env = lmdb.open(str(tmp_path / "data" / "train_lmdb"), map_size=1 << 20)
+    with env.begin(write=True) as txn:
+        txn.put(b"0", b"x")
+    env.close()
+    report = scan_dir(tmp_path / "data")
+    assert report.info["images.skipped"] == (
+        "2 files not scanned as images: 2 LMDB files of train_lmdb (a dataset of its own: scan it with dscan scan "
+        f"{tmp_path / 'data' / 'train_lmdb'})"
+    )

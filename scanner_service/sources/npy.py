@@ -791,7 +791,7 @@ class _SegmentReader:
         if self.stream is None:
             return self._where(start, stop, "missing: beyond the end of the file (truncated?)")
         self.cut_reported = True
-        why = "the archive ends inside this member (truncated?)" if self.stream.cut else "the member's data ends early"
+        why = "the archive ends inside this member (truncated?)" if self.stream.cut else DATA_ENDS_EARLY
         return self._where(start, stop, f"missing: {why}")
 
     def _fortran(self) -> Iterator[Any]:
@@ -813,7 +813,7 @@ class _SegmentReader:
             if len(raw) < want:
                 if self.stream is not None:
                     self.cut_reported = True
-                    why = "the archive ends inside this member" if self.stream.cut else "the member's data ends early"
+                    why = "the archive ends inside this member" if self.stream.cut else DATA_ENDS_EARLY
                     yield ReadFailure(
                         "S002",
                         Location(
@@ -825,6 +825,13 @@ class _SegmentReader:
                 return
             values = np.frombuffer(raw, self.dtype, count=count).reshape(extent, order="F")
             yield from self._items(values, offset, want)
+
+
+DATA_ENDS_EARLY = (
+    "the member's compressed data is damaged: it decodes to less than its size (np.load fails on its CRC-32, and "
+    "the rows before the end may hold damaged values too)"
+)
+"""Why a member whose archive is whole decodes short: its compressed data ends early, damaged."""
 
 
 def fortran_blocks(

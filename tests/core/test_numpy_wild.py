@@ -216,3 +216,25 @@ def test_a_member_of_a_compression_method_numpy_cannot_read_is_unreadable(
     (lost,) = finding(report, "S001").locations
     assert lost.dataset == "x" and named in (lost.detail or "") and "numpy cannot read" in (lost.detail or "")
     assert not report.summary.passed and report.labels[0].total == 200
+
+
+def test_a_member_that_decodes_short_in_a_whole_archive_is_named_damaged_not_cut(tmp_path: Path) -> None:
+    """A member whose deflate stream ends before its size (damaged data that still ends cleanly: np.load fails on
+    its CRC-32) read "row 999 missing: the member's data ends early", as if cut. It says the data is damaged."""
+    x = np.random.default_rng(3).standard_normal((1000, 8)).astype(np.float32)
+    whole = io.BytesIO()
+    np.save(whole, x)
+    npy = whole.getvalue()
+    path = tmp_path / "short.npz"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("x.npy", npy[: len(npy) - 40])  # one row and a bit short
+    data = bytearray(path.read_bytes())
+    for sig, at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):  # the declared size, in both headers
+        pos = data.index(sig)
+        data[pos + at : pos + at + 4] = len(npy).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    with np.load(path) as loaded, pytest.raises((zipfile.BadZipFile, ValueError, OSError, EOFError)):
+        loaded["x"]
+    found = finding(run_scan(path), "S002")
+    assert found is not None and [(loc.dataset, loc.index) for loc in found.locations] == [("x", 998)]
+    assert "compressed data is damaged" in (found.locations[0].detail or ""), found.locations[0].detail

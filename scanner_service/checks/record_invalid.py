@@ -11,8 +11,8 @@ CHECK = Check(
     severity=Severity.ERROR,
     summary=(
         "Finds records whose value the decoder cannot decode (not a Datum protobuf, a Datum with no data, a bad "
-        ".npy header, an empty value, a msgpack record without the label every other record carries), with each "
-        "record's key."
+        ".npy header, an empty value, a msgpack record without the label (nearly) every other record carries), "
+        "with each record's key."
     ),
     why=(
         "The training reader fails on the record the moment a batch reaches it: Caffe's Data layer aborts with "

@@ -437,6 +437,10 @@ def _plain_pickles(sample: list[bytes]) -> bool:
     return read > 0 and read >= refused
 
 
+LABELLED_SHARE = 0.9
+"""Share of the sampled records that must carry a label for one without it to be a damaged record."""
+
+
 @dataclass(frozen=True, slots=True)
 class _SampledLabels:
     """What the sampled records (msgpack, plain pickles) carry as labels, decoded once."""
@@ -444,7 +448,8 @@ class _SampledLabels:
     labelled: bool
     """Some carry a number beside their image: the records have class labels."""
     all_labelled: bool
-    """Every one does: then a record without one is a damaged record (the loader fails on it)."""
+    """Nearly every one does (``LABELLED_SHARE``; the record without one may be among those sampled): then a
+    record without one is a damaged record (the loader fails on it)."""
     fractional: bool
     """Most of the numbers are finite floats with a fraction (0.37: regression targets), as the label checks
     decide for other label streams (``labels.is_classification``)."""
@@ -460,7 +465,7 @@ class _SampledLabels:
         fractional = [v for v in numbers if isinstance(v, float) and math.isfinite(v) and not v.is_integer()]
         return cls(
             labelled=bool(numbers),
-            all_labelled=bool(labels) and len(numbers) == len(labels),
+            all_labelled=bool(labels) and len(numbers) >= LABELLED_SHARE * len(labels),
             fractional=len(fractional) * 2 > len(numbers),
         )
 

@@ -1352,7 +1352,7 @@ class _MsgpackReader(_NumericReader):
             label = yield from self._label(pos, key, record.label)
             self.labels.append(label if label is not None else NO_LABEL)
             if record.label is None and self.spec.get("labelled"):
-                detail = "no label, where every record sampled carries one: the loader fails on reading it"
+                detail = "no label, where (nearly) every record sampled carries one: the loader fails on reading it"
                 yield ReadFailure("R001", self.location(pos, key, detail), items=0)
             if record.image is not None:
                 self.accounted += 1  # an item of its own

@@ -208,6 +208,15 @@ def test_a_msgpack_record_without_the_label_every_other_record_carries_is_invali
     assert report.summary.items_scanned == 60
     unlabelled = [(key(i), msgpack.packb({"img": jpeg(i)})) for i in range(30)]
     assert codes(run_scan(make_env(unlabelled, name="unlabelled"))) == set()
+    # the record without one among those sampled (the first ones; a small database is sampled whole): it turned
+    # the check off for the whole database
+    for n in (10, 200):
+        records = [(key(i), msgpack.packb({"img": jpeg(i), "label": i % 4})) for i in range(n)]
+        records[3] = (key(3), msgpack.packb({"img": jpeg(3)}))
+        r001 = finding(run_scan(make_env(records, name=f"sampled{n}")), "R001")
+        assert r001 is not None and [loc.key for loc in r001.locations] == [key(3)], n
+    half = [(key(i), msgpack.packb({"img": jpeg(i), **({"label": 1} if i % 2 else {})})) for i in range(40)]
+    assert "R001" not in codes(run_scan(make_env(half, name="half")))  # labels here and there: no rule broken
 
 
 def test_a_record_that_is_no_datum_says_what_it_holds(datum_env: Callable[..., Path]) -> None:

@@ -49,6 +49,7 @@ from ..labels import is_onehot_shape, label_tally
 from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout, complex_parts
+from ..text import printable
 from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segments, segment_shard, shard_rows
 from .naming import LABEL_NAMES, is_label_name, lengths_differ, split_folder, split_of, split_stream
 from .npy_fields import FieldPath, field_dtype, field_text, leaf_fields, pick
@@ -274,10 +275,12 @@ class NumpySource(Source):
             partial.add("S001", Location(path=self.relative(Path(link)), detail=LINK_OUT))
         for folder in found.unlistable:
             partial.add("S001", Location(path=self.relative(Path(folder)), detail=UNLISTABLE))
-        others = [f"{len(paths)} {what}" for what, paths in (("HDF5", found.hdf5), ("image", found.images)) if paths]
+        others = [(what, paths) for what, paths in (("HDF5", found.hdf5), ("image", found.images)) if paths]
         if others:
+            counts = " and ".join(f"{len(paths)} {what}" for what, paths in others)
+            named = "; ".join(_named(paths, self.relative) for _, paths in others)
             partial.info["numpy.other_files"] = (
-                f"{' and '.join(others)} file(s) below this folder not scanned (it was read as a folder of NumPy "
+                f"{counts} file(s) below this folder not scanned ({named}; it was read as a folder of NumPy "
                 "arrays): scan them on their own"
             )
         files: list[Path] = []
@@ -825,6 +828,16 @@ class _SegmentReader:
                 return
             values = np.frombuffer(raw, self.dtype, count=count).reshape(extent, order="F")
             yield from self._items(values, offset, want)
+
+
+NAMED = 5
+"""Files a note names (then how many more)."""
+
+
+def _named(paths: list[str], relative: Any) -> str:
+    """The first ``NAMED`` of ``paths``, relative to the dataset, and how many more."""
+    shown = ", ".join(printable(relative(Path(p))) for p in paths[:NAMED])
+    return shown + (f" and {len(paths) - NAMED} more" if len(paths) > NAMED else "")
 
 
 DATA_ENDS_EARLY = (

@@ -386,7 +386,10 @@ def test_detection_keeps_other_kinds(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="not a dataset"):
         detect_kind(tmp_path / "other.zip")
     report = run_scan(arrays)
-    assert report.info["numpy.other_files"].startswith("1 HDF5 and 1 image file(s) below this folder not scanned")
+    assert report.info["numpy.other_files"] == (
+        "1 HDF5 and 1 image file(s) below this folder not scanned (model.h5; loss.png; it was read as a folder of "
+        "NumPy arrays): scan them on their own"
+    )
 
 
 MEASURE = """

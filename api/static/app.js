@@ -290,6 +290,8 @@
         if (folded) folded.open = true; // a field under "More options" can only take the focus when shown
         field.focus();
       }
+      // the message sits under the form: on a phone the focused field leaves it below the screen
+      error.scrollIntoView({ block: "nearest" });
     }
 
     // The label a person reads for a field ("Batch size"), where the API names it ("batch_size").
@@ -319,9 +321,11 @@
 
     // Whether a scan of this status shows in the list below: not in a list filtered by another status
     // (the failed scans), where "its progress shows below" sent people looking for a row that never came.
+    // Whether a new scan shows in the list below: the newest scans' page (not "Older" pages), of its status.
     function listed(jobStatus) {
       const table = $("#jobs");
-      return Boolean(jobs && table && (!table.dataset.status || table.dataset.status === jobStatus));
+      const first = !table || !Number(table.dataset.offset || 0);
+      return Boolean(jobs && table && first && (!table.dataset.status || table.dataset.status === jobStatus));
     }
 
     function say(prefix, id, suffix) {

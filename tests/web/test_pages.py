@@ -412,3 +412,10 @@ def test_redis_down_is_a_readable_503(redis_url: str, web_root: Path, tmp_path: 
         assert get(svc, "/checks").status_code == 200
     finally:
         svc.stop()
+
+
+def test_a_clean_report_reads_as_a_sentence(web_service: Service) -> None:
+    """ "Passed.dscan found nothing wrong.": the template's whitespace control ate the space after the verdict."""
+    page = get(web_service, f"/scans/{scan(web_service, 'clean')}").text
+    line = page.split('class="verdict-line">')[1].split("</p>")[0]  # (as served: a browser joins no tags)
+    assert re.match(r"\s*<strong>Passed\.</strong>\s+dscan found nothing wrong\.", line), line

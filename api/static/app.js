@@ -62,6 +62,24 @@
   const NO_WORKER =
     "No worker answers: the scan waits until one starts (`celery -A workers.app worker`, or `dscan serve`).";
 
+  // Text with its `code` spans shown as code, as the server renders the same messages (views.code_spans);
+  // set as text nodes, never as HTML (the messages quote paths and names from the user or the data).
+  function withCode(el, text) {
+    const parts = String(text).split("`");
+    if (parts.length % 2 === 0) {
+      el.textContent = text; // an unpaired backtick: no spans at all
+      return;
+    }
+    el.replaceChildren(
+      ...parts.map((part, i) => {
+        if (i % 2 === 0) return document.createTextNode(part);
+        const code = document.createElement("code");
+        code.textContent = part;
+        return code;
+      }),
+    );
+  }
+
   // Whether a worker answers the service's ping (its readiness check); null when the service does not answer.
   async function workersAnswer() {
     try {
@@ -254,7 +272,7 @@
       const answer = running && !document.hidden ? await workersAnswer() : true;
       if (answer !== null) {
         noWorker = !answer;
-        workersNotice.textContent = noWorker ? NO_WORKER : "";
+        withCode(workersNotice, noWorker ? NO_WORKER : "");
         workersNotice.hidden = !noWorker;
         for (const tr of tbody.rows) {
           if (noWorker && tr.dataset.status === "running") $(".eta", tr).textContent = NO_WORKER_ETA;
@@ -281,7 +299,7 @@
     const submit = $('button[type="submit"]', form);
 
     function showError(message, field) {
-      error.textContent = message;
+      withCode(error, message);
       error.hidden = false;
       if (field) {
         field.setAttribute("aria-invalid", "true");
@@ -453,7 +471,7 @@
       const answer = await workersAnswer(); // (null: the service does not answer; the notice above says so)
       if (answer !== null) {
         noWorker = !answer;
-        workers.textContent = noWorker ? NO_WORKER : "";
+        withCode(workers, noWorker ? NO_WORKER : "");
         workers.hidden = !noWorker;
         if (noWorker) $("#scan-eta").textContent = NO_WORKER_ETA;
       }

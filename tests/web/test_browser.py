@@ -233,6 +233,7 @@ def test_a_running_scan_says_when_no_worker_answers(browser: Any, page_service: 
     page = browser.new_page(viewport=DESKTOP)
     page.goto(f"{page_service.url}/scans/{job_id}")
     expect(page.locator("#scan-workers")).to_contain_text("No worker answers: the scan waits until one starts")
+    expect(page.locator("#scan-workers code").first).to_have_text("celery -A workers.app worker")  # no backticks
     expect(page.locator("#scan-eta")).to_have_text("none while no worker runs")
     # a worker answering (the readiness answer of a service with one; this service has none to ping)
     ready = {"ready": True, "redis": "ok", "workers_answering": True}

@@ -202,6 +202,7 @@ def test_without_a_worker_pages_give_no_time_left_and_say_why(page_service: Serv
     assert re.search(r'id="scan-eta">none while no worker runs<', page)
     notice = page.split('id="scan-workers"')[1].split("</p>")[0]
     assert "hidden" not in notice.split(">")[0] and "No worker answers" in notice
+    assert "<code>celery -A workers.app worker</code>" in notice and "`" not in notice
     ended = seed_job(page_service, "clean", "succeeded", summary=summary_json(errors=0, warnings=0))
     quiet = get(page_service, "/?status=succeeded").text  # no scan under way shown: nothing to say
     assert ended in quiet and "No worker answers" not in quiet

@@ -167,6 +167,16 @@ class Source(ABC):
         return "S001", Location(path=str(shard.spec.get("file", ".")), detail=reason)
 
 
+NAMES_SHOWN = 5
+"""Names a note lists (then how many more)."""
+
+
+def listed_names(names: list[str]) -> str:
+    """The first ``NAMES_SHOWN`` of ``names``, and how many more, for a note."""
+    more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+    return ", ".join(names[:NAMES_SHOWN]) + more
+
+
 UNUSED_LABELS = "labels.option"
 """The report note of a ``labels`` option that the kind of dataset has no use for."""
 

@@ -41,7 +41,18 @@ from ..location import Location
 from ..partial import Partial, merge
 from ..statistics import channel_layout, complex_parts
 from ..text import printable
-from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segments, segment_shard, shard_rows
+from .base import (
+    Plan,
+    Rows,
+    Shard,
+    Source,
+    SourceInfo,
+    block_rows,
+    listed_names,
+    pack_segments,
+    segment_shard,
+    shard_rows,
+)
 from .hdf5_chunks import ChunkIndex, chunk_index
 from .hdf5_files import folder_contents, is_hdf5_source, other_version
 from .hdf5_nonnumeric import (
@@ -718,12 +729,6 @@ def numpy_note(arrays: list[str], relative: Callable[[Path], str]) -> str:
 NOT_REGULAR = "not a regular file (a named pipe, socket or device): not read"
 
 
-def _listed(names: list[str]) -> str:
-    """The first ``UNSCANNED_SHOWN`` of ``names``, and how many more, for a note."""
-    more = f" and {len(names) - UNSCANNED_SHOWN} more" if len(names) > UNSCANNED_SHOWN else ""
-    return ", ".join(names[:UNSCANNED_SHOWN]) + more
-
-
 class Hdf5Source(Source):
     """A ``.h5``/``.hdf5`` file, or a folder holding them (searched recursively)."""
 
@@ -820,19 +825,19 @@ class Hdf5Source(Source):
                 "a 1×N row in HDF5, is read as N labels, its index the sample"
             )
         if self._unscanned:
-            count, listed = len(self._unscanned), _listed(self._unscanned)
+            count, listed = len(self._unscanned), listed_names(self._unscanned)
             partial.info["hdf5.not_scanned"] = f"{count} dataset{'s' if count > 1 else ''} not scanned: {listed}"
         if self._unwritten:
             count = len(self._unwritten)
             partial.info["hdf5.never_written"] = (
                 f"{count} dataset{'s hold' if count > 1 else ' holds'} rows never written, which HDF5 reads as the "
-                f"dataset's fill value without an error (a writer that stopped early?): {_listed(self._unwritten)}"
+                f"dataset's fill value without an error (a writer that stopped early?): {listed_names(self._unwritten)}"
             )
         if self._coordinates:
             count = len(self._coordinates)
             partial.info["hdf5.coordinates"] = (
                 f"{count} dataset{'s' if count > 1 else ''} named like labels read as coordinates along an axis of "
-                f"the data beside {'them' if count > 1 else 'it'}, not as labels: {_listed(self._coordinates)}. "
+                f"the data beside {'them' if count > 1 else 'it'}, not as labels: {listed_names(self._coordinates)}. "
                 "Name labels with --labels to check them as labels"
             )
         if self._roles:

@@ -50,7 +50,18 @@ from ..location import Location
 from ..partial import Partial
 from ..statistics import channel_layout, complex_parts
 from ..text import printable
-from .base import Plan, Rows, Shard, Source, SourceInfo, block_rows, pack_segments, segment_shard, shard_rows
+from .base import (
+    Plan,
+    Rows,
+    Shard,
+    Source,
+    SourceInfo,
+    block_rows,
+    listed_names,
+    pack_segments,
+    segment_shard,
+    shard_rows,
+)
 from .naming import LABEL_NAMES, is_label_name, lengths_differ, split_folder, split_of, split_stream
 from .npy_fields import FieldPath, field_dtype, field_text, leaf_fields, pick
 from .npy_files import NPY_MAGIC, ZIP_MAGIC, folder_arrays, is_numpy_source
@@ -72,7 +83,6 @@ HEADER_ERRORS = (
     tokenize.TokenError,
 )
 """What ``numpy.lib.format`` (and a damaged member's stream) raise for a header that cannot be read."""
-SHOWN = 5
 NOT_REGULAR = "not a regular file (a named pipe, socket or device named like a NumPy file): not read"
 
 
@@ -252,10 +262,6 @@ def _rows_text(start: int, stop: int) -> str:
     return f"rows {start}-{stop - 1}" if stop - start > 1 else f"row {start}"
 
 
-def _listed(items: list[str]) -> str:
-    return ", ".join(items[:SHOWN]) + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
-
-
 class NumpySource(Source):
     """A ``.npy`` file, a ``.npz`` archive, or a folder holding them (searched recursively)."""
 
@@ -278,7 +284,7 @@ class NumpySource(Source):
         others = [(what, paths) for what, paths in (("HDF5", found.hdf5), ("image", found.images)) if paths]
         if others:
             counts = " and ".join(f"{len(paths)} {what}" for what, paths in others)
-            named = "; ".join(_named(paths, self.relative) for _, paths in others)
+            named = "; ".join(listed_names([printable(self.relative(Path(p))) for p in paths]) for _, paths in others)
             partial.info["numpy.other_files"] = (
                 f"{counts} file(s) below this folder not scanned ({named}; it was read as a folder of NumPy "
                 "arrays): scan them on their own"
@@ -340,7 +346,7 @@ class NumpySource(Source):
         ):
             found = self._notes[key]
             if found:
-                partial.info[f"numpy.{key}"] = text.format(n=len(found), shown=_listed(found))
+                partial.info[f"numpy.{key}"] = text.format(n=len(found), shown=listed_names(found))
         shards = pack_segments(segments, self.config.shard_bytes)
         info = SourceInfo(
             kind=self.kind,
@@ -828,16 +834,6 @@ class _SegmentReader:
                 return
             values = np.frombuffer(raw, self.dtype, count=count).reshape(extent, order="F")
             yield from self._items(values, offset, want)
-
-
-NAMED = 5
-"""Files a note names (then how many more)."""
-
-
-def _named(paths: list[str], relative: Any) -> str:
-    """The first ``NAMED`` of ``paths``, relative to the dataset, and how many more."""
-    shown = ", ".join(printable(relative(Path(p))) for p in paths[:NAMED])
-    return shown + (f" and {len(paths) - NAMED} more" if len(paths) > NAMED else "")
 
 
 DATA_ENDS_EARLY = (
